@@ -1,0 +1,242 @@
+#pragma once
+// Forward attention on CUDA cores (any dtype, fp32 arithmetic): FlashAttention-2's loop order.
+//
+// One thread block owns block_m query rows of one (batch, head). It walks the key sequence in tiles of
+// block_n rows: S = Q K^T in registers, online softmax (running max and sum, exp2 with the scale folded in),
+// then O += P V with O in registers. K and V tiles stream through shared memory with cp.async, `stages`
+// tiles deep, the next K tile loading during softmax and P V, the next V tile during Q K^T.
+//
+// Each thread holds a rows_per_thread x cols_per_thread block of S and the matching rows of O; the
+// row_threads threads of one query row sit in one warp, so row max and row sum are warp shuffles.
+#include "flashrtc/cp_async.cuh"
+#include "flashrtc/element_types.cuh"
+#include "flashrtc/forward_params.cuh"
+#include "flashrtc/simt_forward_shape.cuh"
+
+namespace flashrtc {
+
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32) attention_forward_simt(const kernel::ForwardParams p) {
+  constexpr SimtForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, int(sizeof(T))};
+  static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the SIMT forward kernel");
+  constexpr int kThreads = kShape.threads();
+  constexpr int kRowThreads = kShape.row_threads();
+  constexpr int kTM = kShape.rows_per_thread();
+  constexpr int kTN = kShape.cols_per_thread();
+  constexpr int kTD = kShape.dims_per_thread();
+  constexpr int kVec = kShape.vec();
+  constexpr int kPitch = kShape.row_pitch();
+  constexpr int kPPitch = kShape.p_pitch();
+  constexpr int kChunksPerRow = kHeadDim * int(sizeof(T)) / 16;
+  constexpr int kChunkElems = 16 / int(sizeof(T));
+  constexpr bool kCausal = kMask != kernel::Mask::kNone;
+  const float kNegInf = __int_as_float(0xff800000);
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* q_smem = reinterpret_cast<T*>(smem_raw);
+  T* k_smem = q_smem + kBlockM * kPitch;
+  T* v_smem = k_smem + kStages * kBlockN * kPitch;
+  float* p_smem = reinterpret_cast<float*>(v_smem + kStages * kBlockN * kPitch);
+
+  const int tid = threadIdx.x;
+  const int tc = tid % kRowThreads;
+  const int tr = tid / kRowThreads;
+
+  const int m_linear = blockIdx.x % p.num_m_blocks;
+  const int bh = blockIdx.x / p.num_m_blocks;
+  const int head = bh % p.heads_q;
+  const int batch = bh / p.heads_q;
+  // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
+  const int m_block = kCausal ? p.num_m_blocks - 1 - m_linear : m_linear;
+  const long long m0 = static_cast<long long>(m_block) * kBlockM;
+  const int kv_head = head / p.kv_group;
+
+  const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
+  const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
+  const T* v_ptr = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
+  T* o_ptr = static_cast<T*>(p.o) + batch * p.o_stride_batch + head * p.o_stride_head;
+  float* lse_ptr = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
+
+  // Key j is visible to query i iff j <= i + diag (causal masks only).
+  const long long diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+  long long n_end = p.seqlen_kv;
+  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
+  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+
+  if (num_n_blocks == 0) {  // every row of this block is fully masked: o = 0, lse = -inf
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+      const long long row = m0 + tr * kTM + i;
+      if (row >= p.seqlen_q) continue;
+      float zeros[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) zeros[e] = 0.f;
+#pragma unroll
+      for (int u = 0; u < kTD / kVec; ++u)
+        store_from_float<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), zeros);
+      if (lse_ptr && tc == 0) lse_ptr[row] = kNegInf;
+    }
+    return;
+  }
+
+  auto load_rows = [&](T* dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
+    for (int c = tid; c < rows * kChunksPerRow; c += kThreads) {
+      const int r = c / kChunksPerRow;
+      const int chunk = c % kChunksPerRow;
+      const long long row = row0 + r;
+      const bool valid = row < rows_end;
+      const T* src_chunk = valid ? src + row * stride_seq + chunk * kChunkElems : src;
+      cp_async_16(dst + r * kPitch + chunk * kChunkElems, src_chunk, valid);
+    }
+  };
+
+  // Commit groups, in order: [Q, K0], [V0], [K1], [V1], ...: each tile is one group, so waiting until at
+  // most 2 * kStages - 1 groups are pending always means "the tile needed next has landed".
+  load_rows(q_smem, q_ptr, p.q_stride_seq, m0, p.seqlen_q, kBlockM);
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) {
+    if (s < num_n_blocks)
+      load_rows(k_smem + s * kBlockN * kPitch, k_ptr, p.k_stride_seq, static_cast<long long>(s) * kBlockN, p.seqlen_kv, kBlockN);
+    cp_async_commit();
+    if (s < num_n_blocks)
+      load_rows(v_smem + s * kBlockN * kPitch, v_ptr, p.v_stride_seq, static_cast<long long>(s) * kBlockN, p.seqlen_kv, kBlockN);
+    cp_async_commit();
+  }
+
+  float o_acc[kTM][kTD];
+  float m_run[kTM];
+  float l_run[kTM];  // this thread's part of the row sum; the row_threads parts are added at the end
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) {
+    m_run[i] = kNegInf;
+    l_run[i] = 0.f;
+#pragma unroll
+    for (int d = 0; d < kTD; ++d) o_acc[i][d] = 0.f;
+  }
+
+  for (int n = 0; n < num_n_blocks; ++n) {
+    const int stage = kStages == 1 ? 0 : n % kStages;
+    T* k_stage = k_smem + stage * kBlockN * kPitch;
+    T* v_stage = v_smem + stage * kBlockN * kPitch;
+    const long long n0 = static_cast<long long>(n) * kBlockN;
+
+    cp_async_wait<2 * kStages - 1>();
+    __syncthreads();
+
+    float s[kTM][kTN];
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+#pragma unroll
+      for (int t = 0; t < kTN; ++t) s[i][t] = 0.f;
+#pragma unroll 4
+    for (int k = 0; k < kHeadDim; k += 4) {
+      float qf[kTM][4];
+      float kf[kTN][4];
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) load_as_float<4>(q_smem + (tr * kTM + i) * kPitch + k, qf[i]);
+#pragma unroll
+      for (int t = 0; t < kTN; ++t) load_as_float<4>(k_stage + (tc + t * kRowThreads) * kPitch + k, kf[t]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int t = 0; t < kTN; ++t) s[i][t] = fmaf(qf[i][e], kf[t][e], s[i][t]);
+    }
+    __syncthreads();  // every thread is done with this K stage: refill it
+    if (n + kStages < num_n_blocks)
+      load_rows(k_stage, k_ptr, p.k_stride_seq, n0 + kStages * kBlockN, p.seqlen_kv, kBlockN);
+    cp_async_commit();
+
+    // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
+    const bool needs_mask = n0 + kBlockN > p.seqlen_kv || (kCausal && n0 + kBlockN - 1 > m0 + diag);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+#pragma unroll
+      for (int t = 0; t < kTN; ++t) s[i][t] *= p.scale_log2;
+    if (needs_mask) {
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+        const long long row = m0 + tr * kTM + i;
+#pragma unroll
+        for (int t = 0; t < kTN; ++t) {
+          const long long col = n0 + tc + t * kRowThreads;
+          if (col >= p.seqlen_kv || (kCausal && col > row + diag)) s[i][t] = kNegInf;
+        }
+      }
+    }
+
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+      float row_max = kNegInf;
+#pragma unroll
+      for (int t = 0; t < kTN; ++t) row_max = fmaxf(row_max, s[i][t]);
+#pragma unroll
+      for (int offset = kRowThreads / 2; offset > 0; offset /= 2)
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
+      const float m_new = fmaxf(m_run[i], row_max);
+      // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
+      const float m_use = m_new == kNegInf ? 0.f : m_new;
+      const float alpha = fast_exp2(m_run[i] - m_use);
+      m_run[i] = m_new;
+      float row_sum = 0.f;
+#pragma unroll
+      for (int t = 0; t < kTN; ++t) {
+        const float pv = fast_exp2(s[i][t] - m_use);
+        row_sum += pv;
+        p_smem[(tr * kTM + i) * kPPitch + tc + t * kRowThreads] = pv;
+      }
+      l_run[i] = l_run[i] * alpha + row_sum;
+#pragma unroll
+      for (int d = 0; d < kTD; ++d) o_acc[i][d] *= alpha;
+    }
+
+    cp_async_wait<2 * kStages - 1>();  // this V tile has landed
+    __syncthreads();                   // and P is visible to the whole block
+
+#pragma unroll 2
+    for (int j = 0; j < kBlockN; j += 4) {
+      float pf[kTM][4];
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) load_as_float<4>(p_smem + (tr * kTM + i) * kPPitch + j, pf[i]);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+#pragma unroll
+        for (int u = 0; u < kTD / kVec; ++u) {
+          float vf[kVec];
+          load_as_float<kVec>(v_stage + (j + jj) * kPitch + kVec * (tc + u * kRowThreads), vf);
+#pragma unroll
+          for (int i = 0; i < kTM; ++i)
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) o_acc[i][u * kVec + e] = fmaf(pf[i][jj], vf[e], o_acc[i][u * kVec + e]);
+        }
+      }
+    }
+    __syncthreads();  // every thread is done with this V stage and with P
+    if (n + kStages < num_n_blocks)
+      load_rows(v_stage, v_ptr, p.v_stride_seq, n0 + kStages * kBlockN, p.seqlen_kv, kBlockN);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int i = 0; i < kTM; ++i) {
+    float l = l_run[i];
+#pragma unroll
+    for (int offset = kRowThreads / 2; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+    const long long row = m0 + tr * kTM + i;
+    if (row >= p.seqlen_q) continue;
+    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int u = 0; u < kTD / kVec; ++u) {
+      float out[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) out[e] = o_acc[i][u * kVec + e] * inv_l;
+      store_from_float<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), out);
+    }
+    if (lse_ptr && tc == 0) lse_ptr[row] = l > 0.f ? (m_run[i] + __log2f(l)) * kLn2 : kNegInf;
+  }
+}
+
+}  // namespace flashrtc

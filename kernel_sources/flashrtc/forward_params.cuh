@@ -1,0 +1,30 @@
+#pragma once
+// The forward kernel's launch parameters. Compiled by NVRTC and by the host compiler alike (the runtime
+// includes this file), so the struct has one layout on both sides: fixed-width fields only.
+
+namespace flashrtc {
+namespace kernel {
+
+// Values match flashrtc::MaskKind (the runtime static_asserts it).
+enum class Mask : int { kNone = 0, kCausalTopLeft = 1, kCausalBottomRight = 2 };
+
+struct ForwardParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // [batch, heads_q, seqlen_q] or null
+  // Element strides of [batch, seq, head]; the head dim is contiguous (checked by the runtime).
+  long long q_stride_batch, q_stride_seq, q_stride_head;
+  long long k_stride_batch, k_stride_seq, k_stride_head;
+  long long v_stride_batch, v_stride_seq, v_stride_head;
+  long long o_stride_batch, o_stride_seq, o_stride_head;
+  int seqlen_q, seqlen_kv;
+  int heads_q;
+  int kv_group;      // heads_q / heads_kv
+  int num_m_blocks;  // ceil(seqlen_q / block_m); blockIdx.x = (batch * heads_q + head) * num_m_blocks + m
+  float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
+};
+
+}  // namespace kernel
+}  // namespace flashrtc

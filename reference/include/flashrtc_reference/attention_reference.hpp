@@ -1,0 +1,87 @@
+#pragma once
+/// CPU reference attention (Eigen). Double precision is the truth every kernel is checked against; the
+/// "input precision" variant gives the error budget of the tolerance rule (DESIGN.md, Tests).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashrtc/types.hpp"
+
+namespace flashrtc::reference {
+
+/// Shapes and options of one forward attention problem.
+struct Problem {
+  std::int64_t batch = 1, seqlen_q = 1, seqlen_kv = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
+  MaskKind mask = MaskKind::kNone;
+  double scale = 0;  ///< 0: 1/sqrt(head_dim)
+  double effective_scale() const;
+};
+
+/// A host tensor [batch, seq, head, dim] with element strides (same convention as flashrtc::TensorRef).
+template <typename T>
+struct HostTensor {
+  T* data = nullptr;
+  std::int64_t stride_batch = 0, stride_seq = 0, stride_head = 0, stride_dim = 1;
+  T& at(std::int64_t b, std::int64_t n, std::int64_t h, std::int64_t d) const {
+    return data[b * stride_batch + n * stride_seq + h * stride_head + d * stride_dim];
+  }
+  static HostTensor bnhd(T* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim) {
+    return {data, seqlen * heads * head_dim, heads * head_dim, head_dim, 1};
+  }
+};
+
+/// lse is [B, Hq, Nq] contiguous, natural log; rows with no visible key get o = 0 and lse = -inf.
+/// q [B,Nq,Hq,d]; k, v [B,Nk,Hkv,d]; query head h reads kv head h / (Hq / Hkv).
+
+/// Double-precision reference for one (batch, query head); writes o rows of that head and its lse row.
+void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTensor<const double>& q,
+                  const HostTensor<const double>& k, const HostTensor<const double>& v,
+                  const HostTensor<double>& o, double* lse /* nullable, [B,Hq,Nq] */);
+/// All heads.
+void forward(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
+             const HostTensor<const double>& v, const HostTensor<double>& o, double* lse);
+
+/// Direct loops, no Eigen: the check of forward().
+void forward_loops(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
+                   const HostTensor<const double>& v, const HostTensor<double>& o, double* lse);
+
+/// FlashAttention's blocked algorithm (queries in blocks of block_m, keys in blocks of block_n, online
+/// softmax with running max and sum, rescaled accumulator, exp2 with the scale folded in), in double.
+void forward_tiled(const Problem& p, int block_m, int block_n, const HostTensor<const double>& q,
+                   const HostTensor<const double>& k, const HostTensor<const double>& v,
+                   const HostTensor<double>& o, double* lse);
+
+/// The same computation at the kernel's input precision, for one (batch, head): fp32 arithmetic
+/// throughout, inputs taken as given (already representable in dtype), the output rounded to dtype.
+void forward_head_input_precision(const Problem& p, DType dtype, std::int64_t b, std::int64_t h,
+                                  const HostTensor<const double>& q, const HostTensor<const double>& k,
+                                  const HostTensor<const double>& v, const HostTensor<double>& o,
+                                  double* lse);
+
+/// Round-to-nearest-even conversions matching the device's.
+std::uint16_t float_to_half_bits(float x);
+float half_bits_to_float(std::uint16_t bits);
+std::uint16_t float_to_bf16_bits(float x);
+float bf16_bits_to_float(std::uint16_t bits);
+/// x rounded to dtype and back to double.
+double round_to(DType dtype, double x);
+
+/// DESIGN.md's tolerance rule: the kernel's max abs error against the double reference must be at most
+/// twice the error of the input-precision reference plus abs_floor * max|reference|. NaN or Inf never passes
+/// unless the reference has it at the same place (-inf lse).
+struct Comparison {
+  double max_abs_error = 0;        ///< kernel vs double reference
+  double budget_abs_error = 0;     ///< input-precision reference vs double reference
+  double allowed = 0;              ///< 2 * budget + abs_floor * max|ref|
+  double max_abs_reference = 0;
+  std::int64_t worst_index = -1;   ///< where max_abs_error is
+  std::int64_t non_finite = 0;     ///< NaN/Inf in got where the reference is finite (or mismatched infinities)
+  std::int64_t count = 0;
+  bool pass = false;
+  std::string summary() const;     ///< one line with the numbers above
+};
+/// got, ref, ref_input_precision: n values each in the same order.
+Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
+                   double abs_floor = 1e-6);
+
+}  // namespace flashrtc::reference

@@ -1,0 +1,9 @@
+#pragma once
+/// Everything a host application needs.
+#include "flashrtc/attention.hpp"
+#include "flashrtc/config.hpp"
+#include "flashrtc/device.hpp"
+#include "flashrtc/error.hpp"
+#include "flashrtc/kernel.hpp"
+#include "flashrtc/tile_config.hpp"
+#include "flashrtc/types.hpp"

@@ -1,0 +1,51 @@
+#pragma once
+/// Tile configurations of the forward kernel family: the one table shared by the default choice, the
+/// tuner and the tests.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "flashrtc/export.hpp"
+#include "flashrtc/types.hpp"
+
+namespace flashrtc {
+
+struct TileConfig {
+  int block_m = 64;  ///< query rows per thread block
+  int block_n = 64;  ///< key rows per pipeline stage
+  int warps = 4;     ///< warps per thread block
+  int stages = 2;    ///< K/V tiles resident in shared memory (1: K and V alternate; 2: double buffered)
+  bool operator==(const TileConfig& o) const {
+    return block_m == o.block_m && block_n == o.block_n && warps == o.warps && stages == o.stages;
+  }
+};
+
+/// "block_m=64,block_n=64,warps=4,stages=2".
+FLASHRTC_API std::string to_string(const TileConfig& config);
+
+/// Limits every forward kernel specialization obeys; kernels static_assert the same numbers.
+inline constexpr int kMaxHeadDim = 256;
+/// Opt-in shared memory per block on sm_80 (163 KB) is the smallest of the GPUs we target; sm_90 allows 227 KB.
+inline constexpr std::size_t kSmemBytesSm80 = 163 * 1024;
+inline constexpr std::size_t kSmemBytesSm90 = 227 * 1024;
+
+/// Shared memory the forward kernel needs for this element type, head dim and tile.
+FLASHRTC_API std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config);
+
+/// Empty when config is one the kernel can be built with for head_dim under smem_limit_bytes; otherwise
+/// the reason, naming the field ("block_n=48: must be ...").
+FLASHRTC_API std::string check_forward_config(DType dtype, int head_dim, const TileConfig& config,
+                                              std::size_t smem_limit_bytes);
+
+/// Every configuration of the family that the checks above accept (what the tuner sweeps).
+FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes);
+
+/// The built-in default for a head dim, from the shared table.
+FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim);
+
+/// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.
+constexpr bool is_supported_head_dim(int head_dim) {
+  return head_dim >= 8 && head_dim <= kMaxHeadDim && head_dim % 8 == 0;
+}
+
+}  // namespace flashrtc

@@ -1,0 +1,61 @@
+#include "context.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "driver_api.hpp"
+
+namespace flashrtc::detail {
+
+namespace {
+
+ContextInfo describe(CUcontext context, CUdevice device) {
+  const DriverApi& api = driver();
+  ContextInfo info;
+  info.context = context;
+  info.device = device;
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.smem_per_block_optin_bytes,
+                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
+  (void)api;
+  return info;
+}
+
+}  // namespace
+
+const ContextInfo& current_context() {
+  const DriverApi& api = driver();
+  CUcontext context = nullptr;
+  FLASHRTC_CU_CHECK(cuCtxGetCurrent, &context);
+  if (!context) {
+    CUdevice device = 0;
+    FLASHRTC_CU_CHECK(cuDeviceGet, &device, 0);
+    // Retained for the life of the process, like the CUDA runtime's own reference: releasing it at exit
+    // could run after the driver has been torn down.
+    FLASHRTC_CU_CHECK(cuDevicePrimaryCtxRetain, &context, device);
+    FLASHRTC_CU_CHECK(cuCtxSetCurrent, context);
+  }
+  (void)api;
+  // Described once per context; the cache is process-wide because contexts live until process exit here.
+  static std::mutex mutex;
+  static std::map<CUcontext, std::unique_ptr<ContextInfo>> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(context);
+  if (it == known.end()) {
+    CUdevice device = 0;
+    FLASHRTC_CU_CHECK(cuCtxGetDevice, &device);
+    it = known.emplace(context, std::make_unique<ContextInfo>(describe(context, device))).first;
+  }
+  return *it->second;
+}
+
+std::string arch_for(int cc_major, int cc_minor) {
+  std::string arch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (cc_major == 9 && cc_minor == 0) arch += "a";
+  return arch;
+}
+
+}  // namespace flashrtc::detail

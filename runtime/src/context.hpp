@@ -1,0 +1,24 @@
+#pragma once
+// The context flashrtc works in: the calling thread's current context (the CUDA runtime and PyTorch make
+// their device's primary context current), else device 0's primary context, retained and made current.
+#include <cuda.h>
+
+#include <string>
+
+namespace flashrtc::detail {
+
+struct ContextInfo {
+  CUcontext context = nullptr;
+  CUdevice device = 0;
+  int cc_major = 0, cc_minor = 0;
+  int multiprocessors = 0;
+  int smem_per_block_optin_bytes = 0;
+};
+
+// Throws Error(kNoDevice) without a driver or device, Error(kDriver) when a call fails.
+const ContextInfo& current_context();
+
+// "sm_90a" for compute capability 9.0 (wgmma and setmaxnreg need the arch-specific target), else "sm_XY".
+std::string arch_for(int cc_major, int cc_minor);
+
+}  // namespace flashrtc::detail

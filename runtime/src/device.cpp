@@ -1,0 +1,33 @@
+#include "flashrtc/device.hpp"
+
+#include "context.hpp"
+#include "driver_api.hpp"
+
+namespace flashrtc {
+
+bool device_available() { return detail::driver_unavailable_reason().empty(); }
+
+std::string device_unavailable_reason() { return detail::driver_unavailable_reason(); }
+
+DeviceInfo current_device() {
+  const detail::DriverApi& api = detail::driver();
+  const detail::ContextInfo& context = detail::current_context();
+  DeviceInfo info;
+  FLASHRTC_CU_CHECK(cuDriverGetVersion, &info.driver_version);
+  char name[256] = {};
+  FLASHRTC_CU_CHECK(cuDeviceGetName, name, static_cast<int>(sizeof(name)), context.device);
+  info.name = name;
+  info.ordinal = static_cast<int>(context.device);
+  info.cc_major = context.cc_major;
+  info.cc_minor = context.cc_minor;
+  info.arch = detail::arch_for(context.cc_major, context.cc_minor);
+  info.multiprocessors = context.multiprocessors;
+  info.smem_per_block_optin_bytes = static_cast<std::size_t>(context.smem_per_block_optin_bytes);
+  size_t total = 0;
+  FLASHRTC_CU_CHECK(cuDeviceTotalMem, &total, context.device);
+  info.global_memory_bytes = total;
+  (void)api;
+  return info;
+}
+
+}  // namespace flashrtc

@@ -1,0 +1,42 @@
+#pragma once
+// The on-disk cubin cache: <cache_dir>/v<format>/<arch>/<key>/{kernel.cubin, kernel.ptx, compile.log, meta.json}.
+// Entries are written into a temporary directory and renamed into place, meta.json last; an entry is trusted
+// only when meta.json parses and matches the request and the cubin's size and digest. Across processes a lock
+// file per key serializes compiles of that key.
+#include <filesystem>
+#include <optional>
+
+#include "kernel_artifact.hpp"
+
+namespace flashrtc::detail {
+
+class DiskCache {
+ public:
+  explicit DiskCache(std::filesystem::path root);  // root = <cache_dir>/v<format>
+
+  std::filesystem::path entry_dir(const KeyInputs& inputs) const;
+  // A valid entry for inputs, or nullopt (missing, stale or corrupt: logged, never an error).
+  std::optional<KernelArtifact> load(const KeyInputs& inputs) const;
+  // Writes artifact atomically; replaces an invalid entry. Throws Error(kCacheIo) on I/O failure.
+  std::filesystem::path store(const KernelArtifact& artifact) const;
+
+  // Holds an exclusive advisory lock (flock) on the key's lock file while alive.
+  class KeyLock {
+   public:
+    KeyLock(const DiskCache& cache, const KeyInputs& inputs);
+    ~KeyLock();
+    KeyLock(const KeyLock&) = delete;
+    KeyLock& operator=(const KeyLock&) = delete;
+
+   private:
+    int fd_ = -1;
+  };
+
+ private:
+  std::filesystem::path root_;
+};
+
+// <cache_dir>/v<kCacheFormatVersion>
+std::filesystem::path disk_cache_root(const std::filesystem::path& cache_dir);
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,44 @@
+#pragma once
+// The CUDA Driver API, loaded from libcuda.so.1 at run time: the library and the command work on machines
+// without a GPU driver, and a missing driver is a typed error at the first call that needs one.
+#include <cuda.h>
+
+#include <string>
+
+namespace flashrtc::detail {
+
+// Expands a cuda.h name to its versioned symbol (cuMemAlloc -> cuMemAlloc_v2) before stringizing.
+#define FLASHRTC_DRIVER_SYMBOL_STR(name) #name
+#define FLASHRTC_DRIVER_SYMBOL(name) FLASHRTC_DRIVER_SYMBOL_STR(name)
+
+#define FLASHRTC_DRIVER_FUNCTIONS(X)                                                                    \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)             \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuCtxGetCurrent)      \
+  X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuDevicePrimaryCtxRetain)                  \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)  \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamCreate)            \
+  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)         \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)
+
+struct DriverApi {
+#define FLASHRTC_DECLARE_DRIVER_FN(name) decltype(&::name) name = nullptr;
+  FLASHRTC_DRIVER_FUNCTIONS(FLASHRTC_DECLARE_DRIVER_FN)
+#undef FLASHRTC_DECLARE_DRIVER_FN
+};
+
+// The loaded and initialized driver (cuInit done). Throws Error(kNoDevice) when libcuda cannot be loaded,
+// cuInit fails or there is no device; the reason is remembered and thrown again on later calls.
+const DriverApi& driver();
+// Never throws: empty when driver() would succeed, else why not.
+std::string driver_unavailable_reason();
+
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+std::string driver_status_name(CUresult status);
+// Throws Error(kDriver) naming the call and status unless status is CUDA_SUCCESS.
+void check_driver(CUresult status, const char* call);
+
+}  // namespace flashrtc::detail
+
+// Calls a driver function through the loaded table and checks its result.
+#define FLASHRTC_CU_CHECK(name, ...) \
+  ::flashrtc::detail::check_driver(::flashrtc::detail::driver().name(__VA_ARGS__), #name)

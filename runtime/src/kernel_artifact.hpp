@@ -1,0 +1,49 @@
+#pragma once
+// What the compile and cache layers trade in. Generic: nothing here knows about attention.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "flashrtc/kernel.hpp"
+#include "nvrtc_compiler.hpp"
+
+namespace flashrtc::detail {
+
+// Bumped whenever the on-disk layout or the meta.json schema changes: old entries are then ignored.
+inline constexpr int kCacheFormatVersion = 1;
+
+// Everything that changes the generated code. The key is its digest.
+struct KeyInputs {
+  std::string source_hash;
+  std::string name_expression;
+  std::string options;  // joined NVRTC options
+  std::string arch;
+  std::string nvrtc_version;
+  int format_version = kCacheFormatVersion;
+
+  nlohmann::json to_json() const;
+  std::string key() const;
+};
+
+struct CompileRequest {
+  KeyInputs inputs;
+  NvrtcInput nvrtc;
+  nlohmann::json description;  // what the kernel is (dtype, head dim, tile...), stored in meta.json for tools
+};
+
+struct KernelArtifact {
+  std::string key;
+  KeyInputs inputs;
+  std::string lowered_name;
+  std::string cubin;
+  std::string ptx;
+  std::string log;
+  ResourceReport resources;
+  double compile_ms = 0;
+  CacheSource source = CacheSource::kCompiled;
+  std::filesystem::path entry_dir;
+  nlohmann::json description;
+};
+
+}  // namespace flashrtc::detail

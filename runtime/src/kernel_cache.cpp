@@ -1,0 +1,173 @@
+#include "kernel_cache.hpp"
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "disk_cache.hpp"
+#include "driver_api.hpp"
+#include "flashrtc/config.hpp"
+#include "flashrtc/error.hpp"
+#include "log.hpp"
+#include "ptxas_report.hpp"
+
+namespace flashrtc::detail {
+
+namespace {
+
+std::atomic<std::uint64_t> g_memory_hits{0}, g_disk_hits{0}, g_compiles{0};
+
+void dump_sources(const CompileRequest& request, const std::string& key) {
+  const auto& dir = runtime_config().dump_sources_dir;
+  if (dir.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path out = dir / key;
+  std::error_code error;
+  fs::create_directories(out, error);
+  auto write = [&](const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path(), error);
+    std::ofstream(path, std::ios::binary) << text;
+  };
+  write(out / request.nvrtc.program_name, request.nvrtc.source);
+  for (const auto& [name, content] : request.nvrtc.headers) write(out / name, content);
+  write(out / "nvrtc_options.txt", join_options(request.nvrtc.options) + "\nname expression: " +
+                                       request.nvrtc.name_expression + "\n");
+  log().info("sources of {} dumped to {}", key, out.string());
+}
+
+KernelArtifact compile(const CompileRequest& request, const std::string& key) {
+  if (runtime_config().require_cached)
+    throw Error(ErrorCode::kCompileDisallowed,
+                "FLASHRTC_REQUIRE_CACHED is set and " + request.inputs.name_expression + " for " +
+                    request.inputs.arch + " is not in the cache at " + runtime_config().cache_dir.string(),
+                "", "", "", request.inputs.options, key);
+  dump_sources(request, key);
+  NvrtcOutput output = nvrtc_compile(request.nvrtc, key);
+  KernelArtifact artifact;
+  artifact.key = key;
+  artifact.inputs = request.inputs;
+  artifact.lowered_name = std::move(output.lowered_name);
+  artifact.resources = parse_ptxas_report(output.log, artifact.lowered_name);
+  artifact.cubin = std::move(output.cubin);
+  artifact.ptx = std::move(output.ptx);
+  artifact.log = std::move(output.log);
+  artifact.compile_ms = output.compile_ms;
+  artifact.description = request.description;
+  artifact.source = CacheSource::kCompiled;
+  ++g_compiles;
+  log().info("compiled {} for {} in {:.0f} ms ({} registers, key {})", request.inputs.name_expression,
+             request.inputs.arch, artifact.compile_ms, artifact.resources.registers, key);
+  return artifact;
+}
+
+// Disk first (unless told to always compile), then NVRTC under the key's lock, looking again once the lock
+// is held: another process may have compiled it meanwhile.
+KernelArtifact fetch_or_compile(const CompileRequest& request, const std::string& key) {
+  const RuntimeConfig& config = runtime_config();
+  if (!config.disk_cache) return compile(request, key);
+  DiskCache disk(disk_cache_root(config.cache_dir));
+  if (!config.always_compile) {
+    if (auto hit = disk.load(request.inputs)) return std::move(*hit);
+  }
+  DiskCache::KeyLock lock(disk, request.inputs);
+  if (!config.always_compile) {
+    if (auto hit = disk.load(request.inputs)) return std::move(*hit);
+  }
+  KernelArtifact artifact = compile(request, key);
+  try {
+    artifact.entry_dir = disk.store(artifact);
+  } catch (const Error& e) {
+    // A read-only or full cache directory costs a recompile next process, not this call.
+    log().warn("cannot write cache entry {}: {}", key, e.what());
+  }
+  return artifact;
+}
+
+struct ArtifactCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<std::shared_ptr<const KernelArtifact>>> entries;
+};
+
+ArtifactCache& artifact_cache() {
+  static ArtifactCache* cache = new ArtifactCache;  // leaked: outlives every static destructor that may use it
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<const KernelArtifact> get_artifact(const CompileRequest& request, CacheSource* how) {
+  const std::string key = request.inputs.key();
+  ArtifactCache& cache = artifact_cache();
+  std::promise<std::shared_ptr<const KernelArtifact>> promise;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) {
+      ++g_memory_hits;
+      log().debug("memory cache hit {}", key);
+      auto future = it->second;
+      if (how) *how = CacheSource::kMemory;
+      return future.get();  // waits while another thread compiles it; rethrows its failure
+    }
+    cache.entries.emplace(key, promise.get_future().share());
+  }
+  try {
+    auto artifact = std::make_shared<KernelArtifact>(fetch_or_compile(request, key));
+    if (artifact->source == CacheSource::kDisk) {
+      ++g_disk_hits;
+      log().debug("disk cache hit {}", key);
+    }
+    if (artifact->resources.spills())
+      log().warn("{} for {} spills: {} bytes stored, {} bytes loaded (key {})", request.inputs.name_expression,
+                 request.inputs.arch, artifact->resources.spill_store_bytes, artifact->resources.spill_load_bytes, key);
+    promise.set_value(artifact);
+    if (how) *how = artifact->source;
+    return artifact;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.entries.erase(key);  // a later call tries again
+    throw;
+  }
+}
+
+const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& request, int dynamic_smem_bytes) {
+  struct ModuleCache {
+    std::mutex mutex;
+    std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedKernel>> entries;
+  };
+  static ModuleCache* cache = new ModuleCache;  // leaked: modules must not be unloaded after driver teardown
+  const std::string key = request.inputs.key();
+  {
+    std::lock_guard<std::mutex> lock(cache->mutex);
+    auto it = cache->entries.find({context, key});
+    if (it != cache->entries.end()) {
+      ++g_memory_hits;
+      return *it->second;
+    }
+  }
+  auto artifact = get_artifact(request);
+  std::lock_guard<std::mutex> lock(cache->mutex);
+  auto it = cache->entries.find({context, key});
+  if (it != cache->entries.end()) return *it->second;
+  const DriverApi& api = driver();
+  CUmodule module = nullptr;
+  FLASHRTC_CU_CHECK(cuModuleLoadData, &module, artifact->cubin.data());
+  auto loaded = std::make_unique<LoadedKernel>();
+  loaded->artifact = artifact;
+  try {
+    FLASHRTC_CU_CHECK(cuModuleGetFunction, &loaded->function, module, artifact->lowered_name.c_str());
+    FLASHRTC_CU_CHECK(cuFuncSetAttribute, loaded->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                      dynamic_smem_bytes);
+  } catch (...) {
+    api.cuModuleUnload(module);
+    throw;
+  }
+  return *cache->entries.emplace(std::make_pair(context, key), std::move(loaded)).first->second;
+}
+
+CacheStats kernel_cache_stats() { return {g_memory_hits.load(), g_disk_hits.load(), g_compiles.load()}; }
+
+}  // namespace flashrtc::detail

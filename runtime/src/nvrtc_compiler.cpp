@@ -1,0 +1,92 @@
+#include "nvrtc_compiler.hpp"
+
+#include <nvrtc.h>
+
+#include <chrono>
+#include <memory>
+
+#include "flashrtc/error.hpp"
+
+namespace flashrtc::detail {
+
+namespace {
+
+// Owns an nvrtcProgram.
+struct ProgramDeleter {
+  void operator()(nvrtcProgram* program) const {
+    nvrtcDestroyProgram(program);
+    delete program;
+  }
+};
+using ProgramHandle = std::unique_ptr<nvrtcProgram, ProgramDeleter>;
+
+void check_nvrtc(nvrtcResult status, const char* call, const std::string& key, const std::string& options,
+                 const std::string& log = {}) {
+  if (status == NVRTC_SUCCESS) return;
+  throw Error(ErrorCode::kNvrtc, std::string(call) + " failed (key " + key + ")", call,
+              nvrtcGetErrorString(status), log, options, key);
+}
+
+std::string program_log(nvrtcProgram program) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return {};
+  log.resize(size - 1);  // drop the terminating NUL
+  return log;
+}
+
+}  // namespace
+
+std::string join_options(const std::vector<std::string>& options) {
+  std::string joined;
+  for (const std::string& option : options) joined += (joined.empty() ? "" : " ") + option;
+  return joined;
+}
+
+NvrtcOutput nvrtc_compile(const NvrtcInput& input, const std::string& key) {
+  const std::string options_text = join_options(input.options);
+  std::vector<const char*> header_names, header_sources;
+  for (const auto& [name, content] : input.headers) {
+    header_names.push_back(name.c_str());
+    header_sources.push_back(content.c_str());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ProgramHandle program(new nvrtcProgram(nullptr));
+  check_nvrtc(nvrtcCreateProgram(program.get(), input.source.c_str(), input.program_name.c_str(),
+                                 static_cast<int>(header_names.size()), header_sources.data(), header_names.data()),
+              "nvrtcCreateProgram", key, options_text);
+  check_nvrtc(nvrtcAddNameExpression(*program, input.name_expression.c_str()), "nvrtcAddNameExpression", key,
+              options_text);
+  std::vector<const char*> option_ptrs;
+  for (const std::string& option : input.options) option_ptrs.push_back(option.c_str());
+  const nvrtcResult compiled = nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  NvrtcOutput output;
+  output.log = program_log(*program);
+  check_nvrtc(compiled, "nvrtcCompileProgram", key, options_text,
+              "name expression: " + input.name_expression + "\noptions: " + options_text + "\n" + output.log);
+
+  const char* lowered = nullptr;
+  check_nvrtc(nvrtcGetLoweredName(*program, input.name_expression.c_str(), &lowered), "nvrtcGetLoweredName", key,
+              options_text);
+  output.lowered_name = lowered;
+
+  size_t size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(*program, &size), "nvrtcGetCUBINSize", key, options_text);
+  output.cubin.resize(size);
+  check_nvrtc(nvrtcGetCUBIN(*program, output.cubin.data()), "nvrtcGetCUBIN", key, options_text);
+  check_nvrtc(nvrtcGetPTXSize(*program, &size), "nvrtcGetPTXSize", key, options_text);
+  output.ptx.resize(size);
+  check_nvrtc(nvrtcGetPTX(*program, output.ptx.data()), "nvrtcGetPTX", key, options_text);
+  if (!output.ptx.empty() && output.ptx.back() == '\0') output.ptx.pop_back();
+  output.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return output;
+}
+
+std::string nvrtc_version_string() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,34 @@
+#pragma once
+// NVRTC: one program, one name expression, cubin + PTX + log out. Knows nothing about attention.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace flashrtc::detail {
+
+struct NvrtcInput {
+  std::string program_name;  // e.g. "flashrtc_forward.cu"
+  std::string source;        // the main translation unit
+  std::vector<std::pair<std::string, std::string>> headers;  // include name -> content
+  std::string name_expression;
+  std::vector<std::string> options;
+};
+
+struct NvrtcOutput {
+  std::string cubin;  // bytes
+  std::string ptx;
+  std::string log;    // the compile log, with ptxas's -v report
+  std::string lowered_name;
+  double compile_ms = 0;
+};
+
+// Throws Error(kNvrtc) with the log, the options and `key` when NVRTC fails.
+NvrtcOutput nvrtc_compile(const NvrtcInput& input, const std::string& key);
+
+// "13.0".
+std::string nvrtc_version_string();
+
+// Options joined with spaces, for logs, errors and cache metadata.
+std::string join_options(const std::vector<std::string>& options);
+
+}  // namespace flashrtc::detail

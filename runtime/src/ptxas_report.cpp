@@ -1,0 +1,53 @@
+#include "ptxas_report.hpp"
+
+#include <regex>
+#include <sstream>
+
+#include "flashrtc/error.hpp"
+
+namespace flashrtc::detail {
+
+// The report for one entry looks like:
+//   ptxas info    : Compiling entry function '_Z...' for 'sm_90a'
+//   ptxas info    : Function properties for _Z...
+//   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 168 registers, used 1 barriers, 16 bytes smem, 512 bytes cmem[0]
+ResourceReport parse_ptxas_report(const std::string& log, const std::string& lowered_name) {
+  static const std::regex kFrame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex kUsed(R"(Used (\d+) registers)");
+  static const std::regex kBarriers(R"(used (\d+) barriers)");
+  static const std::regex kSmem(R"((\d+) bytes smem)");
+
+  ResourceReport report;
+  bool in_entry = false, saw_frame = false, saw_used = false;
+  std::istringstream lines(log);
+  std::string line;
+  std::smatch match;
+  while (std::getline(lines, line)) {
+    if (line.find("Compiling entry function") != std::string::npos ||
+        line.find("Function properties for") != std::string::npos) {
+      in_entry = line.find(lowered_name) != std::string::npos;
+      continue;
+    }
+    if (!in_entry) continue;
+    if (std::regex_search(line, match, kFrame)) {
+      report.stack_frame_bytes = std::stoi(match[1]);
+      report.spill_store_bytes = std::stoi(match[2]);
+      report.spill_load_bytes = std::stoi(match[3]);
+      saw_frame = true;
+    }
+    if (std::regex_search(line, match, kUsed)) {
+      report.registers = std::stoi(match[1]);
+      saw_used = true;
+      if (std::regex_search(line, match, kBarriers)) report.barriers = std::stoi(match[1]);
+      if (std::regex_search(line, match, kSmem)) report.static_smem_bytes = std::stoi(match[1]);
+      in_entry = false;  // "Used" closes the entry's report
+    }
+  }
+  if (!saw_frame || !saw_used)
+    throw Error(ErrorCode::kInternal, "no ptxas resource report for " + lowered_name + " in the compile log", "", "",
+                log);
+  return report;
+}
+
+}  // namespace flashrtc::detail
