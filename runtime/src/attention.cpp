@@ -9,6 +9,7 @@
 #include "context.hpp"
 #include "driver_api.hpp"
 #include "flashrtc/config.hpp"
+#include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "forward_kernel.hpp"
@@ -32,13 +33,20 @@ double attention_flops(const ForwardParams& p) {
 
 namespace {
 
-ForwardSpec spec_for(const ForwardParams& p) {
+ForwardSpec spec_for(const ForwardParams& p, std::size_t smem_limit_bytes) {
   ForwardSpec spec;
   spec.dtype = p.dtype;
   spec.head_dim = static_cast<int>(p.head_dim);
   spec.mask = p.mask;
-  spec.tile = p.config ? *p.config : default_forward_config(p.dtype, spec.head_dim);
+  spec.tile = p.config ? *p.config : default_forward_config(p.dtype, spec.head_dim, smem_limit_bytes);
   return spec;
+}
+
+// The opt-in shared memory of the current device, or sm_80's when there is none (a spec chosen without a
+// device then runs on every GPU we target).
+std::size_t device_smem_limit() {
+  if (!device_available()) return kSmemBytesSm80;
+  return static_cast<std::size_t>(detail::current_context().smem_per_block_optin_bytes);
 }
 
 // The launch path's own map: (context, spec, arch, sources) -> loaded kernel, so that a call that finds its
@@ -83,17 +91,18 @@ const detail::LoadedKernel& kernel_for(const detail::ContextInfo& context, const
 
 ForwardSpec select_forward_spec(const ForwardParams& params) {
   validate_forward(params);
-  return spec_for(params);
+  return spec_for(params, device_smem_limit());
 }
 
 void attention_forward(const ForwardParams& p) {
-  const ForwardSpec spec = select_forward_spec(p);
+  validate_forward(p);
+  const detail::ContextInfo& context = detail::current_context();
+  const ForwardSpec spec = spec_for(p, static_cast<std::size_t>(context.smem_per_block_optin_bytes));
   const std::int64_t num_m_blocks = (p.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m;
   const std::int64_t blocks = num_m_blocks * p.batch * p.heads_q;
   if (blocks > std::numeric_limits<std::int32_t>::max())
     throw Error(ErrorCode::kInvalidArgument, "batch * heads_q * ceil(seqlen_q / block_m) = " + std::to_string(blocks) +
                                                  " thread blocks: index overflow (the grid allows 2^31 - 1)");
-  const detail::ContextInfo& context = detail::current_context();
   if (context.cc_major < 8)
     throw Error(ErrorCode::kUnsupported, "compute capability " + std::to_string(context.cc_major) + "." +
                                              std::to_string(context.cc_minor) + ": flashrtc kernels need sm_80 or newer");

@@ -1,5 +1,6 @@
 #include "ptxas_report.hpp"
 
+#include <cctype>
 #include <regex>
 #include <sstream>
 
@@ -26,7 +27,10 @@ ResourceReport parse_ptxas_report(const std::string& log, const std::string& low
   while (std::getline(lines, line)) {
     if (line.find("Compiling entry function") != std::string::npos ||
         line.find("Function properties for") != std::string::npos) {
-      in_entry = line.find(lowered_name) != std::string::npos;
+      // The name must stand whole ('name' or "for name"): a bare find lets "attn" match "attn_causal".
+      const std::size_t at = line.find(lowered_name), end = at + lowered_name.size();
+      in_entry = at != std::string::npos && at > 0 && (line[at - 1] == '\'' || line[at - 1] == ' ') &&
+                 (end == line.size() || line[end] == '\'' || std::isspace(static_cast<unsigned char>(line[end])));
       continue;
     }
     if (!in_entry) continue;

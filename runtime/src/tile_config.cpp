@@ -12,18 +12,20 @@ SimtForwardShape shape_of(DType dtype, int head_dim, const TileConfig& c) {
   return {head_dim, c.block_m, c.block_n, c.warps, c.stages, static_cast<int>(dtype_size(dtype))};
 }
 
-// The default tile per head dim: the first row whose max_head_dim covers the call. Every default must fit
-// sm_80's 163 KB of shared memory and compile without spills (tests/cpu checks both).
+// The default tile per head dim: the first row whose max_head_dim covers the call, and in it the first
+// candidate that fits the shared memory at hand. Figures: fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md).
+// Every default compiles without spills for sm_80 and sm_90a (tests/cpu checks it).
 struct DefaultTile {
   int max_head_dim;
-  TileConfig config;
-  const char* limit;  // why not larger
+  TileConfig candidates[2];
+  const char* why;
 };
+constexpr TileConfig kNoTile{0, 0, 0, 0};
 constexpr DefaultTile kDefaultTiles[] = {
-    // 8 warps keep 16 row groups of 4 rows; S 4x4 and O 4x(d/16) per thread stay under ~180 registers.
-    {64, {64, 64, 8, 2}, "fp32 d=64: 2 stages = 2*2*64*68*4 + Q + P = 104 KB, two blocks per SM on sm_90"},
-    {128, {64, 64, 8, 1}, "d=128: one K/V stage; two would need 186 KB in fp32, over sm_80's 163 KB"},
-    {256, {64, 32, 8, 1}, "d=256: O is 4x16 per thread; block_n=64 needs 202 KB of fp32 tiles"},
+    {64, {{64, 64, 4, 1}, kNoTile}, "d=64: 36 TFLOP/s; 8 warps or 2 stages ran 31, 64 KB of fp32 tiles"},
+    {128, {{128, 64, 8, 1}, {64, 32, 4, 1}},
+     "d=128: 128x64 ran 39 TFLOP/s but needs 170 KB in fp32, over sm_80's 163 KB; 64x32 ran 34"},
+    {256, {{64, 32, 8, 1}, kNoTile}, "d=256: O is 4x16 per thread; block_n=64 needs 202 KB of fp32 tiles"},
 };
 
 }  // namespace
@@ -60,10 +62,16 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
   return space;
 }
 
-TileConfig default_forward_config(DType /*dtype*/, int head_dim) {
-  for (const DefaultTile& row : kDefaultTiles)
-    if (head_dim <= row.max_head_dim) return row.config;
-  return std::prev(std::end(kDefaultTiles))->config;
+TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+  const DefaultTile* row = std::prev(std::end(kDefaultTiles));
+  for (const DefaultTile& candidate_row : kDefaultTiles)
+    if (head_dim <= candidate_row.max_head_dim) {
+      row = &candidate_row;
+      break;
+    }
+  for (const TileConfig& config : row->candidates)
+    if (config.block_m > 0 && forward_smem_bytes(dtype, head_dim, config) <= smem_limit_bytes) return config;
+  return row->candidates[0];
 }
 
 }  // namespace flashrtc

@@ -17,9 +17,9 @@ struct TensorRef {
   std::int64_t stride_batch = 0, stride_seq = 0, stride_head = 0, stride_dim = 1;
 
   /// Contiguous [B, N, H, d].
-  static TensorRef bnhd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
+  FLASHRTC_API static TensorRef bnhd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
   /// Contiguous [B, H, N, d] (PyTorch's SDPA layout).
-  static TensorRef bhnd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
+  FLASHRTC_API static TensorRef bhnd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
 };
 
 struct ForwardParams {
@@ -49,7 +49,8 @@ FLASHRTC_API void attention_forward(const ForwardParams& params);
 /// Checks params as attention_forward does, without a device. Throws Error(kInvalidArgument).
 FLASHRTC_API void validate_forward(const ForwardParams& params);
 
-/// The specialization attention_forward would launch for params (validated), for the current device's arch.
+/// The specialization attention_forward would launch for params (validated): for the current device, or
+/// for sm_80's shared memory when there is none.
 FLASHRTC_API ForwardSpec select_forward_spec(const ForwardParams& params);
 
 /// FLOPs by the usual convention: 4 * B * Hq * Nq * Nk * d, halved for a causal mask (PERF.md).

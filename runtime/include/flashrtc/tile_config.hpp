@@ -40,8 +40,9 @@ FLASHRTC_API std::string check_forward_config(DType dtype, int head_dim, const T
 /// Every configuration of the family that the checks above accept (what the tuner sweeps).
 FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes);
 
-/// The built-in default for a head dim, from the shared table.
-FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim);
+/// The built-in default for a head dim, from the shared table: the fastest measured tile that fits
+/// smem_limit_bytes (the device's opt-in limit; sm_80's by default, which every GPU we target has).
+FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes = kSmemBytesSm80);
 
 /// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.
 constexpr bool is_supported_head_dim(int head_dim) {
