@@ -16,9 +16,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 
 if [[ " $steps " == *" tests "* ]]; then
   for t in "$D"/gpu_*; do
+    log="$OUT/$(basename "$t").log"
     echo "== $(basename "$t")"
-    "$t" 2>&1 | tail -n 40 | tee "$OUT/$(basename "$t").log"
-    echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/$(basename "$t").log"
+    FLASHRTC_LOG_LEVEL=error "$t" >"$log" 2>&1
+    echo "exit $?" | tee -a "$log"
+    grep -E "^  logged:|FAIL" "$log" | sort -u | head -n 20
+    tail -n 4 "$log"
   done
 fi
 

@@ -235,7 +235,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_simt(const kern
       for (int e = 0; e < kVec; ++e) out[e] = o_acc[i][u * kVec + e] * inv_l;
       store_from_float<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), out);
     }
-    if (lse_ptr && tc == 0) lse_ptr[row] = l > 0.f ? (m_run[i] + __log2f(l)) * kLn2 : kNegInf;
+    // log2f, not the approximate __log2f: once per row, and lg2.approx is off by ~2^-22 even at l = 1.
+    if (lse_ptr && tc == 0) lse_ptr[row] = l > 0.f ? (m_run[i] + log2f(l)) * kLn2 : kNegInf;
   }
 }
 
