@@ -52,9 +52,9 @@ fi
 
 if [[ " $steps " == *" sweep "* ]]; then
   # Tile sweep for the fp32 defaults: one line per config (the tuner of a later issue does this properly).
-  for d in 64 128; do
-    for cfg in "64 64 8 1" "64 64 8 2" "64 64 4 1" "64 64 4 2" "64 32 4 1" "64 32 8 1" "128 64 8 1" "128 32 8 1" \
-               "128 64 8 2" "32 64 4 2" "64 128 8 1" "128 128 8 1" "32 32 2 2" "128 32 4 1"; do
+  for d in 32 64 128 256; do
+    for cfg in "64 64 8 1" "64 64 4 1" "64 64 4 2" "64 32 4 1" "64 32 8 1" "128 64 8 1" "128 32 8 1" \
+               "128 64 4 1" "64 128 8 1" "128 128 8 1" "128 32 4 1" "128 64 16 1"; do
       set -- $cfg
       echo -n "d=$d block_m=$1 block_n=$2 warps=$3 stages=$4: "
       "$FR" run --batch 2 --heads 16 --seqlen 4096 --head-dim $d --dtype fp32 --layout bhnd --iters 20 \

@@ -16,7 +16,9 @@
 namespace flashrtc {
 
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
-__global__ void __launch_bounds__(kWarps * 32) attention_forward_simt(const kernel::ForwardParams p) {
+// Min one block per SM: without it ptxas caps registers to fit several blocks (168 at 4 warps, 128 at 8) and
+// spills the register tile; shared memory already limits how many blocks share an SM.
+__global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const kernel::ForwardParams p) {
   constexpr SimtForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, int(sizeof(T))};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the SIMT forward kernel");
   constexpr int kThreads = kShape.threads();

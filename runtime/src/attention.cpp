@@ -87,22 +87,32 @@ const detail::LoadedKernel& kernel_for(const detail::ContextInfo& context, const
   return loaded;
 }
 
+// gridDim.x holds every (batch, head, query block): at most 2^31 - 1 blocks.
+std::int64_t grid_blocks(const ForwardParams& p, const ForwardSpec& spec) {
+  const std::int64_t num_m_blocks = (p.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m;
+  const __int128 blocks = static_cast<__int128>(num_m_blocks) * p.batch * p.heads_q;
+  if (blocks > std::numeric_limits<std::int32_t>::max())
+    throw Error(ErrorCode::kInvalidArgument,
+                "batch * heads_q * ceil(seqlen_q / block_m) = " + std::to_string(static_cast<long double>(blocks)) +
+                    " thread blocks: index overflow (the grid allows 2^31 - 1)");
+  return static_cast<std::int64_t>(blocks);
+}
+
 }  // namespace
 
 ForwardSpec select_forward_spec(const ForwardParams& params) {
   validate_forward(params);
-  return spec_for(params, device_smem_limit());
+  const ForwardSpec spec = spec_for(params, device_smem_limit());
+  grid_blocks(params, spec);
+  return spec;
 }
 
 void attention_forward(const ForwardParams& p) {
   validate_forward(p);
   const detail::ContextInfo& context = detail::current_context();
   const ForwardSpec spec = spec_for(p, static_cast<std::size_t>(context.smem_per_block_optin_bytes));
+  const std::int64_t blocks = grid_blocks(p, spec);
   const std::int64_t num_m_blocks = (p.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m;
-  const std::int64_t blocks = num_m_blocks * p.batch * p.heads_q;
-  if (blocks > std::numeric_limits<std::int32_t>::max())
-    throw Error(ErrorCode::kInvalidArgument, "batch * heads_q * ceil(seqlen_q / block_m) = " + std::to_string(blocks) +
-                                                 " thread blocks: index overflow (the grid allows 2^31 - 1)");
   if (context.cc_major < 8)
     throw Error(ErrorCode::kUnsupported, "compute capability " + std::to_string(context.cc_major) + "." +
                                              std::to_string(context.cc_minor) + ": flashrtc kernels need sm_80 or newer");

@@ -20,7 +20,10 @@ std::size_t cache_entry_count() {
     if (!arch->is_directory()) continue;
     std::error_code inner;
     for (fs::directory_iterator entry(arch->path(), inner); !inner && entry != end; entry.increment(inner))
-      if (entry->is_directory() && fs::exists(entry->path() / "meta.json")) ++count;
+      // Dot-prefixed names are DiskCache::store's temporaries (a crash leaves them, meta.json included).
+      if (entry->is_directory() && entry->path().filename().string()[0] != '.' &&
+          fs::exists(entry->path() / "meta.json"))
+        ++count;
   }
   return count;
 }

@@ -40,6 +40,8 @@ RuntimeConfig& config_storage() {
 
 }  // namespace
 
+const char* version() { return FLASHRTC_VERSION_STRING; }
+
 RuntimeConfig RuntimeConfig::from_environment() {
   RuntimeConfig config;
   config.cache_dir = default_cache_dir();

@@ -32,6 +32,8 @@ struct HostTensor {
 
 /// lse is [B, Hq, Nq] contiguous, natural log; rows with no visible key get o = 0 and lse = -inf.
 /// q [B,Nq,Hq,d]; k, v [B,Nk,Hkv,d]; query head h reads kv head h / (Hq / Hkv).
+/// Every function below throws std::invalid_argument when an extent is below 1, heads_q is not a multiple of
+/// heads_kv, (b, h) is out of range or a block size is below 1. Distinct heads may be computed concurrently.
 
 /// Double-precision reference for one (batch, query head); writes o rows of that head and its lse row.
 void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTensor<const double>& q,
@@ -52,7 +54,9 @@ void forward_tiled(const Problem& p, int block_m, int block_n, const HostTensor<
                    const HostTensor<double>& o, double* lse);
 
 /// The same computation at the kernel's input precision, for one (batch, head): fp32 arithmetic
-/// throughout, inputs taken as given (already representable in dtype), the output rounded to dtype.
+/// throughout, inputs taken as given (already representable in dtype), the output rounded to dtype. For fp16
+/// and bf16 the unnormalized probabilities P are also rounded to dtype before the P V product (a tensor-core
+/// MMA's operand type); their fp32 row sum is taken before that rounding. lse is computed in fp32.
 void forward_head_input_precision(const Problem& p, DType dtype, std::int64_t b, std::int64_t h,
                                   const HostTensor<const double>& q, const HostTensor<const double>& k,
                                   const HostTensor<const double>& v, const HostTensor<double>& o,

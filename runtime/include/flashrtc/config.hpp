@@ -7,7 +7,7 @@
 
 namespace flashrtc {
 
-struct RuntimeConfig {
+struct FLASHRTC_API RuntimeConfig {
   /// FLASHRTC_CACHE_DIR, else $XDG_CACHE_HOME/flashrtc, else ~/.cache/flashrtc.
   std::filesystem::path cache_dir;
   /// FLASHRTC_DISABLE_DISK_CACHE=1 keeps compiled kernels in memory only.
@@ -28,6 +28,9 @@ struct RuntimeConfig {
   /// Reads the variables above; unset ones keep their defaults.
   static RuntimeConfig from_environment();
 };
+
+/// "0.1.0".
+FLASHRTC_API const char* version();
 
 /// The process-wide settings (from the environment on first use).
 FLASHRTC_API const RuntimeConfig& runtime_config();

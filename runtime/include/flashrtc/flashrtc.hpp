@@ -3,6 +3,7 @@
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/device.hpp"
+#include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
 #include "flashrtc/tile_config.hpp"

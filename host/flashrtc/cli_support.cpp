@@ -1,0 +1,83 @@
+#include "cli_support.hpp"
+
+#include <charconv>
+#include <cstdio>
+
+namespace flashrtc::cli {
+
+CLI::Validator dtype_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        return parse_dtype(name) ? std::string() : "unknown dtype '" + name + "' (fp32, fp16, bf16)";
+      },
+      "fp32|fp16|bf16");
+}
+
+CLI::Validator mask_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        return parse_mask(name) ? std::string() : "unknown mask '" + name + "' (none, causal, causal-br)";
+      },
+      "none|causal|causal-br");
+}
+
+CLI::Validator head_dim_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int head_dim = 0;
+        const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), head_dim);
+        if (status != std::errc() || end != text.data() + text.size() || !is_supported_head_dim(head_dim))
+          return "head dim " + text + ": must be a multiple of 8 from 8 to " + std::to_string(kMaxHeadDim);
+        return {};
+      },
+      "8..256, multiple of 8");
+}
+
+DType dtype_from(const std::string& name) {
+  if (const auto dtype = parse_dtype(name)) return *dtype;
+  throw UsageError("unknown dtype '" + name + "' (fp32, fp16, bf16)");
+}
+
+MaskKind mask_from(const std::string& name) {
+  if (const auto mask = parse_mask(name)) return *mask;
+  throw UsageError("unknown mask '" + name + "' (none, causal, causal-br)");
+}
+
+void TileOptions::add_to(CLI::App& app) {
+  app.add_option("--block-m", block_m, "query rows per thread block (default: the built-in table)");
+  app.add_option("--block-n", block_n, "key rows per pipeline stage");
+  app.add_option("--warps", warps, "warps per thread block");
+  app.add_option("--stages", stages, "K/V tiles resident in shared memory (1 or 2)");
+}
+
+TileConfig TileOptions::apply(TileConfig base) const {
+  if (block_m) base.block_m = *block_m;
+  if (block_n) base.block_n = *block_n;
+  if (warps) base.warps = *warps;
+  if (stages) base.stages = *stages;
+  return base;
+}
+
+int exit_code_for(const Error& error) {
+  switch (error.code()) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kUnsupported:
+      return kExitUsage;
+    default:
+      return kExitDevice;
+  }
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace flashrtc::cli

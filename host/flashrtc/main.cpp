@@ -1,0 +1,74 @@
+// The `flashrtc` command. Every failure ends here as one "flashrtc: error: ..." line and an exit code
+// (cli_support.hpp); nothing escapes as an uncaught exception.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "flashrtc/c_api.h"
+
+namespace {
+
+int report(const char* what, int code) {
+  std::fprintf(stderr, "flashrtc: error: %s\n", what);
+  return code;
+}
+
+int run_main(int argc, char** argv) {
+  using namespace flashrtc::cli;
+  CLI::App app{"flashrtc: FlashAttention kernels compiled at run time with NVRTC", "flashrtc"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", flashrtc_version());
+  const std::vector<Command> commands = {add_info_command(app), add_compile_command(app),
+                                         add_run_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 reports a mistyped command as a missing one; name what was typed instead.
+    const bool unknown_command = app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-';
+    if (unknown_command)
+      std::fprintf(stderr, "flashrtc: error: unknown command '%s' (info, compile, run)\n", argv[1]);
+    else
+      std::fprintf(stderr, "flashrtc: error: %s\n", e.what());
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return kExitUsage;
+  }
+  for (const Command& command : commands)
+    if (command.app->parsed()) return command.execute();
+  return report("no subcommand given", kExitUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace flashrtc::cli;
+  // Line by line even into a pipe (`| tee`), so progress shows during long compiles and checks.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  try {
+    return run_main(argc, argv);
+  } catch (const UsageError& e) {
+    return report(e.what(), kExitUsage);
+  } catch (const flashrtc::Error& e) {
+    std::fprintf(stderr, "flashrtc: error: %s: %s", flashrtc::to_string(e.code()), e.message().c_str());
+    if (!e.call().empty())
+      std::fprintf(stderr, " [%s%s%s]", e.call().c_str(), e.status().empty() ? "" : " -> ",
+                   e.status().c_str());
+    std::fprintf(stderr, "\n");
+    // A compile error is only actionable with NVRTC's log; it follows the one-line summary.
+    if (!e.log().empty()) std::fprintf(stderr, "%s\n", e.log().c_str());
+    return exit_code_for(e);
+  } catch (const CLI::Error& e) {
+    return report(e.what(), kExitUsage);
+  } catch (const std::exception& e) {
+    return report(e.what(), kExitDevice);
+  } catch (...) {
+    return report("unknown exception", kExitDevice);
+  }
+}

@@ -1,0 +1,53 @@
+// DESIGN.md's tolerance rule: a kernel may be off the double reference by twice what the same computation at
+// the kernel's input precision is off, plus a floor relative to the data's magnitude.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "flashrtc_reference/attention_reference.hpp"
+
+namespace flashrtc::reference {
+
+Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
+                   double abs_floor) {
+  Comparison c;
+  c.count = n;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(ref[i])) {
+      // Only an infinity the kernel reproduces exactly (lse = -inf of a fully masked row) is a match.
+      if (std::isnan(ref[i]) || got[i] != ref[i]) ++c.non_finite;
+      continue;
+    }
+    c.max_abs_reference = std::max(c.max_abs_reference, std::fabs(ref[i]));
+    // A non-finite input-precision value would make the budget infinite and pass anything; leaving it out
+    // only tightens the rule.
+    if (std::isfinite(ref_input_precision[i]))
+      c.budget_abs_error = std::max(c.budget_abs_error, std::fabs(ref_input_precision[i] - ref[i]));
+    if (!std::isfinite(got[i])) {
+      ++c.non_finite;
+      continue;
+    }
+    const double error = std::fabs(got[i] - ref[i]);
+    if (c.worst_index < 0 || error > c.max_abs_error) {
+      c.max_abs_error = error;
+      c.worst_index = i;
+    }
+  }
+  c.allowed = 2 * c.budget_abs_error + abs_floor * c.max_abs_reference;
+  c.pass = c.non_finite == 0 && c.max_abs_error <= c.allowed;
+  return c;
+}
+
+std::string Comparison::summary() const {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "max_abs_err=%.1e budget=%.1e allowed=%.1e (max|ref|=%.2g, n=%lld, worst at %lld)",
+                max_abs_error, budget_abs_error, allowed, max_abs_reference, static_cast<long long>(count),
+                static_cast<long long>(worst_index));
+  std::string text = line;
+  if (non_finite > 0) text += " non_finite=" + std::to_string(non_finite);
+  return text + (pass ? " PASS" : " FAIL");
+}
+
+}  // namespace flashrtc::reference
