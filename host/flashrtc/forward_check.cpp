@@ -41,23 +41,18 @@ void ForwardCheck::take_q(const unsigned char* bytes, const TensorRef& layout) {
         extract_head(params_.dtype, bytes, layout, s.first, s.second, params_.seqlen_q, params_.head_dim);
 }
 
-void ForwardCheck::take_k(const unsigned char* bytes, const TensorRef& layout) {
-  const std::int64_t group = params_.heads_q / params_.heads_kv;
-  for (const HeadKey& s : samples_) {
-    const HeadKey kv{s.first, s.second / group};
-    if (!k_rows_.count(kv))
-      k_rows_[kv] = extract_head(params_.dtype, bytes, layout, kv.first, kv.second, params_.seqlen_kv,
-                                 params_.head_dim);
-  }
-}
+void ForwardCheck::take_k(const unsigned char* bytes, const TensorRef& layout) { take_kv(bytes, layout, k_rows_); }
 
-void ForwardCheck::take_v(const unsigned char* bytes, const TensorRef& layout) {
+void ForwardCheck::take_v(const unsigned char* bytes, const TensorRef& layout) { take_kv(bytes, layout, v_rows_); }
+
+// The kv heads the sampled query heads read (GQA: query head h reads kv head h / group), each kept once.
+void ForwardCheck::take_kv(const unsigned char* bytes, const TensorRef& layout,
+                           std::map<HeadKey, std::vector<double>>& rows) {
   const std::int64_t group = params_.heads_q / params_.heads_kv;
   for (const HeadKey& s : samples_) {
     const HeadKey kv{s.first, s.second / group};
-    if (!v_rows_.count(kv))
-      v_rows_[kv] = extract_head(params_.dtype, bytes, layout, kv.first, kv.second, params_.seqlen_kv,
-                                 params_.head_dim);
+    if (!rows.count(kv))
+      rows[kv] = extract_head(params_.dtype, bytes, layout, kv.first, kv.second, params_.seqlen_kv, params_.head_dim);
   }
 }
 

@@ -32,6 +32,7 @@ class ForwardCheck {
   using HeadKey = std::pair<std::int64_t, std::int64_t>;  // (batch, head)
   ForwardParams params_;
   std::vector<HeadKey> samples_;
+  void take_kv(const unsigned char* bytes, const TensorRef& layout, std::map<HeadKey, std::vector<double>>& rows);
   std::map<HeadKey, std::vector<double>> q_rows_, k_rows_, v_rows_;
 };
 

@@ -11,7 +11,6 @@ namespace flashrtc::detail {
 namespace {
 
 ContextInfo describe(CUcontext context, CUdevice device) {
-  const DriverApi& api = driver();
   ContextInfo info;
   info.context = context;
   info.device = device;
@@ -20,14 +19,12 @@ ContextInfo describe(CUcontext context, CUdevice device) {
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.smem_per_block_optin_bytes,
                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
-  (void)api;
   return info;
 }
 
 }  // namespace
 
 const ContextInfo& current_context() {
-  const DriverApi& api = driver();
   CUcontext context = nullptr;
   FLASHRTC_CU_CHECK(cuCtxGetCurrent, &context);
   if (!context) {
@@ -38,7 +35,6 @@ const ContextInfo& current_context() {
     FLASHRTC_CU_CHECK(cuDevicePrimaryCtxRetain, &context, device);
     FLASHRTC_CU_CHECK(cuCtxSetCurrent, context);
   }
-  (void)api;
   // Described once per context; the cache is process-wide because contexts live until process exit here.
   static std::mutex mutex;
   static std::map<CUcontext, std::unique_ptr<ContextInfo>> known;

@@ -10,7 +10,6 @@ bool device_available() { return detail::driver_unavailable_reason().empty(); }
 std::string device_unavailable_reason() { return detail::driver_unavailable_reason(); }
 
 DeviceInfo current_device() {
-  const detail::DriverApi& api = detail::driver();
   const detail::ContextInfo& context = detail::current_context();
   DeviceInfo info;
   FLASHRTC_CU_CHECK(cuDriverGetVersion, &info.driver_version);
@@ -26,7 +25,6 @@ DeviceInfo current_device() {
   size_t total = 0;
   FLASHRTC_CU_CHECK(cuDeviceTotalMem, &total, context.device);
   info.global_memory_bytes = total;
-  (void)api;
   return info;
 }
 
