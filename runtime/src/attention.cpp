@@ -112,7 +112,6 @@ void attention_forward(const ForwardParams& p) {
   const detail::ContextInfo& context = detail::current_context();
   const ForwardSpec spec = spec_for(p, static_cast<std::size_t>(context.smem_per_block_optin_bytes));
   const std::int64_t blocks = grid_blocks(p, spec);
-  const std::int64_t num_m_blocks = (p.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m;
   if (context.cc_major < 8)
     throw Error(ErrorCode::kUnsupported, "compute capability " + std::to_string(context.cc_major) + "." +
                                              std::to_string(context.cc_minor) + ": flashrtc kernels need sm_80 or newer");
@@ -132,7 +131,7 @@ void attention_forward(const ForwardParams& p) {
   args.seqlen_kv = static_cast<int>(p.seqlen_kv);
   args.heads_q = static_cast<int>(p.heads_q);
   args.kv_group = static_cast<int>(p.heads_q / p.heads_kv);
-  args.num_m_blocks = static_cast<int>(num_m_blocks);
+  args.num_m_blocks = static_cast<int>(blocks / (p.batch * p.heads_q));
   const double scale = p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   args.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
 

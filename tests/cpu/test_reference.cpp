@@ -23,16 +23,7 @@ constexpr double kSameMathTolerance = 1e-13;
 
 Problem make_problem(MaskKind mask, std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
                      std::int64_t seqlen_kv, std::int64_t head_dim = 32, double scale = 0) {
-  Problem p;
-  p.batch = 2;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_kv = seqlen_kv;
-  p.head_dim = head_dim;
-  p.mask = mask;
-  p.scale = scale;
-  return p;
+  return flashrtc::testing::make_reference_problem(2, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, mask, scale);
 }
 
 }  // namespace

@@ -40,15 +40,7 @@ Result tiled_vs_reference(const Problem& p, const Tiling& t, RefLayout layout, s
 
 Problem make_problem(MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv, std::int64_t heads_q = 2,
                      std::int64_t heads_kv = 1, std::int64_t head_dim = 32) {
-  Problem p;
-  p.batch = 1;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_kv = seqlen_kv;
-  p.head_dim = head_dim;
-  p.mask = mask;
-  return p;
+  return flashrtc::testing::make_reference_problem(1, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, mask);
 }
 
 }  // namespace

@@ -55,6 +55,22 @@ struct OwnedTensor {
   }
 };
 
+/// A problem with every shape field given (scale 0: the default 1/sqrt(d)).
+inline reference::Problem make_reference_problem(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
+                                                 std::int64_t seqlen_q, std::int64_t seqlen_kv,
+                                                 std::int64_t head_dim, MaskKind mask, double scale = 0) {
+  reference::Problem p;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_kv = seqlen_kv;
+  p.head_dim = head_dim;
+  p.mask = mask;
+  p.scale = scale;
+  return p;
+}
+
 /// Inputs of one problem, random normal, in one layout.
 struct Inputs {
   reference::Problem problem;
