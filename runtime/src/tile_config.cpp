@@ -32,6 +32,16 @@ constexpr DefaultTile kDefaultTiles[] = {
 
 }  // namespace
 
+const char* to_string(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kSimt: return "simt";
+    case KernelFamily::kMma: return "mma";
+  }
+  return "unknown";
+}
+
+KernelFamily forward_kernel_family(DType) { return KernelFamily::kSimt; }
+
 std::string to_string(const TileConfig& c) {
   return "block_m=" + std::to_string(c.block_m) + ",block_n=" + std::to_string(c.block_n) +
          ",warps=" + std::to_string(c.warps) + ",stages=" + std::to_string(c.stages);

@@ -20,6 +20,12 @@ struct TileConfig {
   }
 };
 
+/// The kernel family that runs a dtype: tensor cores (mma.sync) for fp16/bf16, CUDA cores for fp32. Each
+/// family has its own tile space, shared-memory plan and default table behind the functions below.
+enum class KernelFamily : int { kSimt = 0, kMma = 1 };
+FLASHRTC_API const char* to_string(KernelFamily family);  ///< "simt", "mma"
+FLASHRTC_API KernelFamily forward_kernel_family(DType dtype);
+
 /// "block_m=64,block_n=64,warps=4,stages=2".
 FLASHRTC_API std::string to_string(const TileConfig& config);
 
