@@ -2,14 +2,23 @@
 
 #include <iterator>
 
+#include "flashrtc/mma_forward_shape.cuh"
 #include "flashrtc/simt_forward_shape.cuh"
 
 namespace flashrtc {
 
 namespace {
 
-SimtForwardShape shape_of(DType dtype, int head_dim, const TileConfig& c) {
+SimtForwardShape simt_shape(DType dtype, int head_dim, const TileConfig& c) {
   return {head_dim, c.block_m, c.block_n, c.warps, c.stages, static_cast<int>(dtype_size(dtype))};
+}
+MmaForwardShape mma_shape(int head_dim, const TileConfig& c) { return {head_dim, c.block_m, c.block_n, c.warps, c.stages}; }
+
+// The family's own reason a shape is invalid, and its shared memory; both come from the constexpr shape
+// structs the kernels static_assert.
+const char* invalid_reason(DType dtype, int head_dim, const TileConfig& c) {
+  return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, c).invalid_reason()
+                                                            : simt_shape(dtype, head_dim, c).invalid_reason();
 }
 
 // The default tile per head dim: the first row whose max_head_dim covers the call, and in it the first
@@ -21,7 +30,7 @@ struct DefaultTile {
   const char* why;
 };
 constexpr TileConfig kNoTile{0, 0, 0, 0};
-constexpr DefaultTile kDefaultTiles[] = {
+constexpr DefaultTile kSimtDefaultTiles[] = {
     {32, {{128, 64, 4, 1}, kNoTile}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
     {64, {{64, 64, 4, 1}, kNoTile}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
     {128, {{128, 64, 8, 1}, {64, 32, 4, 1}},
@@ -29,6 +38,26 @@ constexpr DefaultTile kDefaultTiles[] = {
     {256, {{64, 64, 8, 1}, {64, 32, 8, 1}},
      "d=256: 64x64 ran 33 but needs 217 KB in fp32; 64x32 ran 28; larger tiles pass 128 accumulators"},
 };
+
+// Tensor-core family (fp16/bf16): figures are bf16 at B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md).
+constexpr DefaultTile kMmaDefaultTiles[] = {
+    {64, {{128, 64, 8, 2}, kNoTile}, "initial choice: 16 rows per warp, Q in registers (194 registers)"},
+    {128, {{128, 64, 8, 2}, kNoTile}, "initial choice: 16 rows per warp, Q in registers (235 registers)"},
+    {256, {{64, 32, 4, 2}, kNoTile}, "initial choice: 16 rows per warp, Q from shared memory (249 registers)"},
+};
+
+template <std::size_t N>
+TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+  const DefaultTile* row = std::prev(std::end(table));
+  for (const DefaultTile& candidate_row : table)
+    if (head_dim <= candidate_row.max_head_dim) {
+      row = &candidate_row;
+      break;
+    }
+  for (const TileConfig& config : row->candidates)
+    if (config.block_m > 0 && forward_smem_bytes(dtype, head_dim, config) <= smem_limit_bytes) return config;
+  return row->candidates[0];
+}
 
 }  // namespace
 
@@ -40,7 +69,9 @@ const char* to_string(KernelFamily family) {
   return "unknown";
 }
 
-KernelFamily forward_kernel_family(DType) { return KernelFamily::kSimt; }
+KernelFamily forward_kernel_family(DType dtype) {
+  return dtype == DType::kFloat32 ? KernelFamily::kSimt : KernelFamily::kMma;
+}
 
 std::string to_string(const TileConfig& c) {
   return "block_m=" + std::to_string(c.block_m) + ",block_n=" + std::to_string(c.block_n) +
@@ -48,23 +79,27 @@ std::string to_string(const TileConfig& c) {
 }
 
 std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config) {
-  return shape_of(dtype, head_dim, config).smem_bytes();
+  return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, config).smem_bytes()
+                                                            : simt_shape(dtype, head_dim, config).smem_bytes();
 }
 
 std::string check_forward_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) {
   if (config.block_m < 1 || config.block_m > 256) return "block_m=" + std::to_string(config.block_m) + ": must be in [1, 256]";
   if (config.block_n < 1 || config.block_n > 256) return "block_n=" + std::to_string(config.block_n) + ": must be in [1, 256]";
-  const SimtForwardShape shape = shape_of(dtype, head_dim, config);
-  if (const char* reason = shape.invalid_reason()) return std::string(reason) + " (" + to_string(config) + ")";
-  if (shape.smem_bytes() > smem_limit_bytes)
-    return "shared memory: " + to_string(config) + " needs " + std::to_string(shape.smem_bytes()) +
+  if (const char* reason = invalid_reason(dtype, head_dim, config))
+    return std::string(reason) + " (" + to_string(config) + ")";
+  const std::size_t smem = forward_smem_bytes(dtype, head_dim, config);
+  if (smem > smem_limit_bytes)
+    return "shared memory: " + to_string(config) + " needs " + std::to_string(smem) +
            " bytes at d=" + std::to_string(head_dim) + ", over the " + std::to_string(smem_limit_bytes) + " available";
   return {};
 }
 
 std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
   std::vector<TileConfig> space;
-  for (int block_m : {16, 32, 64, 128})
+  const bool mma = forward_kernel_family(dtype) == KernelFamily::kMma;
+  const std::vector<int> block_ms = mma ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{16, 32, 64, 128};
+  for (int block_m : block_ms)
     for (int block_n : {16, 32, 64, 128})
       for (int warps : {2, 4, 8})
         for (int stages : {1, 2}) {
@@ -75,15 +110,9 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
 }
 
 TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
-  const DefaultTile* row = std::prev(std::end(kDefaultTiles));
-  for (const DefaultTile& candidate_row : kDefaultTiles)
-    if (head_dim <= candidate_row.max_head_dim) {
-      row = &candidate_row;
-      break;
-    }
-  for (const TileConfig& config : row->candidates)
-    if (config.block_m > 0 && forward_smem_bytes(dtype, head_dim, config) <= smem_limit_bytes) return config;
-  return row->candidates[0];
+  return forward_kernel_family(dtype) == KernelFamily::kMma
+             ? pick_default(kMmaDefaultTiles, dtype, head_dim, smem_limit_bytes)
+             : pick_default(kSimtDefaultTiles, dtype, head_dim, smem_limit_bytes);
 }
 
 }  // namespace flashrtc
