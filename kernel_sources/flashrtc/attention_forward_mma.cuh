@@ -8,8 +8,8 @@
 //   softmax      running max and sum per row in registers, exp2 with the scale folded in;
 //   O += P V     P is S's accumulator registers repacked to 16-bit A fragments (m16n8 accumulators of two
 //                adjacent key tiles are exactly one m16k16 A fragment), V by ldmatrix.trans.
-// K and V stream through `stages` swizzled shared-memory buffers by cp.async: V(j + stages - 1) loads while
-// S(j) is computed, K(j + stages) while softmax and P V(j) run. Two barriers per key tile.
+// K and V stream through swizzled shared-memory buffers by cp.async, one or two tiles of each (`stages`);
+// the schedule of each is described at the prologue below.
 // Causal blocks past the diagonal are never visited; masks apply only to tiles that cross it or the end.
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   constexpr int kKS = kShape.head_dim_padded() / 16;  // k-steps of Q K^T
   constexpr int kPS = kBlockN / 16;                    // k-steps of P V
   constexpr bool kQInRegs = kShape.q_in_registers();
+  constexpr bool kSkipRescale = kShape.o_floats() >= 128;
   constexpr bool kCausal = kMask != kernel::Mask::kNone;
   const float kNegInf = __int_as_float(0xff800000);
 
@@ -72,15 +73,37 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
 
   // Copies rows [row0, row0 + rows) of a [seq, head_dim] matrix into a tile; rows past rows_end and columns
-  // past head_dim read as zeros.
+  // past head_dim read as zeros. When the block's threads cover whole rows of chunks, each thread copies one
+  // column chunk every kRowStep rows, so its addresses advance by constants instead of being recomputed.
   auto load_tile = [&](unsigned dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
+    const long long left = rows_end - row0;  // rows of the matrix from row0 on
+    const int rows_left = left < rows ? static_cast<int>(left) : rows;
+    const T* tile_src = src + row0 * stride_seq;
+    if constexpr (kThreads % kChunks == 0) {
+      constexpr int kRowStep = kThreads / kChunks;
+      const int r = tid / kChunks;
+      const int chunk = tid % kChunks;
+      const bool chunk_valid = chunk * 8 < kHeadDim;
+      const T* row_src = tile_src + r * stride_seq + chunk * 8;
+      const long long step = kRowStep * stride_seq;
 #pragma unroll
-    for (int c = tid; c < rows * kChunks; c += kThreads) {
-      const int r = c / kChunks;
-      const int chunk = c % kChunks;
-      const long long row = row0 + r;
-      const bool valid = row < rows_end && chunk * 8 < kHeadDim;
-      cp_async_16(dst + offset(r, chunk), valid ? src + row * stride_seq + chunk * 8 : src, valid);
+      for (int i = 0; i < (rows + kRowStep - 1) / kRowStep; ++i) {
+        const int rr = r + i * kRowStep;
+        if (rows % kRowStep != 0 && rr >= rows) break;
+        const bool valid = chunk_valid && rr < rows_left;
+        const unsigned d = (kSwizzle && kRowStep % 8 != 0) ? dst + offset(rr, chunk)
+                                                             : dst + offset(r, chunk) + unsigned(i * kRowStep * kPitch * 16);
+        cp_async_16(d, valid ? row_src : src, valid);
+        row_src += step;
+      }
+    } else {
+#pragma unroll
+      for (int c = tid; c < rows * kChunks; c += kThreads) {
+        const int r = c / kChunks;
+        const int chunk = c % kChunks;
+        const bool valid = r < rows_left && chunk * 8 < kHeadDim;
+        cp_async_16(dst + offset(r, chunk), valid ? tile_src + r * stride_seq + chunk * 8 : src, valid);
+      }
     }
   };
   auto store_rows = [&](const unsigned char* tile) {  // the block's O rows from a tile in shared memory
@@ -107,46 +130,32 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     return;
   }
 
-  // Commit groups, in order K0 (with Q), V0, K1, V1, ...: waiting until 2 * (stages - 1) groups are pending
-  // means "the tile needed next has landed" at both wait points below.
+  // Pipeline. One stage (FlashAttention-2's schedule): commit groups K0 (with Q), V0, K1, V1, ...; V(n) loads
+  // during S(n), K(n + 1) during softmax and P V(n); two barriers per tile. Two stages: each group is
+  // {K(n), V(n)}, issued a whole tile ahead into the buffers the previous tile freed; one barrier per tile.
   load_tile(q_base, q_ptr, p.q_stride_seq, m0, p.seqlen_q, kBlockM);
   load_tile(k_base, k_ptr, p.k_stride_seq, 0, p.seqlen_kv, kBlockN);
+  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, 0, p.seqlen_kv, kBlockN);
   cp_async_commit();
-#pragma unroll
-  for (int s = 1; s < kStages; ++s) {
-    if (s - 1 < num_n_blocks)
-      load_tile(v_base + (s - 1) * kShape.kv_stage_bytes(), v_ptr, p.v_stride_seq,
-                static_cast<long long>(s - 1) * kBlockN, p.seqlen_kv, kBlockN);
-    cp_async_commit();
-    if (s < num_n_blocks)
-      load_tile(k_base + s * kShape.kv_stage_bytes(), k_ptr, p.k_stride_seq, static_cast<long long>(s) * kBlockN,
-                p.seqlen_kv, kBlockN);
-    cp_async_commit();
-  }
 
   const int warp_row0 = warp * 16 * kMT;  // first row of this warp's slices, relative to m0
   // ldmatrix reads row row0 + lane_row, chunk 2 * step + lane_chunk of a tile, with row0 a multiple of 8:
-  //   Q (A operand):     lane_row = lane % 16,                    lane_chunk = lane / 16;
-  //   K (B of Q K^T):    lane_row = lane % 8 + 8 * (lane / 16),   lane_chunk = (lane / 8) % 2;
+  //   Q (A operand):        lane_row = lane % 16,                       lane_chunk = lane / 16;
+  //   K (B of Q K^T):       lane_row = lane % 8 + 8 * (lane / 16),      lane_chunk = (lane / 8) % 2;
   //   V (B of P V, .trans): lane_row = lane % 8 + 8 * ((lane / 8) % 2), lane_chunk = lane / 16.
-  // The swizzle only permutes chunks within aligned groups of 8, so the offset is a per-lane part for
-  // step % 4 plus compile-time row0 * pitch + 8 chunks * (step / 4): 4 registers per operand instead of one
-  // address per (row0, step) kept live across the loop.
-  struct LaneOffsets {
-    unsigned part[4];
-    __device__ unsigned at(int row0, int step) const {
-      return part[step % 4] + unsigned(row0 * kPitch + 8 * (step / 4)) * 16u;
-    }
+  // Each lane keeps one base address per operand, its (lane_row, lane_chunk) in the tile. Swizzled rows hold
+  // 8k chunks and tiles start 128-byte aligned, so moving to chunk 2 * step only flips bits 5-6 of the
+  // address for step % 4 and adds 128-byte groups for step / 4: one XOR with an immediate, the rest folds
+  // into the instruction's offset.
+  auto ld_address = [](unsigned lane_base, int row0, int step) -> unsigned {
+    if constexpr (kSwizzle)
+      return (lane_base ^ unsigned((step % 4) * 32)) + unsigned(row0 * kPitch * 16 + (step / 4) * 128);
+    else
+      return lane_base + unsigned(row0 * kPitch * 16 + step * 32);
   };
-  auto lane_offsets = [&](int lane_row, int lane_chunk) {
-    LaneOffsets o;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) o.part[j] = offset(lane_row, 2 * j + lane_chunk);
-    return o;
-  };
-  const LaneOffsets q_off = lane_offsets(lane % 16, lane / 16);
-  const LaneOffsets k_off = lane_offsets(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
-  const LaneOffsets v_off = lane_offsets(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+  const unsigned q_lane = q_base + offset(lane % 16, lane / 16);
+  const unsigned k_lane = k_base + offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+  const unsigned v_lane = v_base + offset(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
 
   float acc_o[kMT][kDT][4];
   float m_run[kMT][2];
@@ -164,17 +173,21 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 
   for (int n = 0; n < num_n_blocks; ++n) {
     const int stage = kStages == 1 ? 0 : n % kStages;
-    const unsigned k_stage = k_base + stage * kShape.kv_stage_bytes();
-    const unsigned v_stage = v_base + stage * kShape.kv_stage_bytes();
+    const unsigned k_lane_stage = k_lane + stage * kShape.kv_stage_bytes();
+    const unsigned v_lane_stage = v_lane + stage * kShape.kv_stage_bytes();
     const long long n0 = static_cast<long long>(n) * kBlockN;
 
-    cp_async_wait<2 * (kStages - 1)>();
-    __syncthreads();  // K(n) is visible, and every warp is done with P V(n - 1): its V buffer can refill
-    {
-      const int next = n + kStages - 1;
-      if (next < num_n_blocks)
-        load_tile(v_base + (next % kStages) * kShape.kv_stage_bytes(), v_ptr, p.v_stride_seq,
-                  static_cast<long long>(next) * kBlockN, p.seqlen_kv, kBlockN);
+    cp_async_wait<0>();
+    // K(n) (two stages: and V(n)) is visible, and every warp is done with tile n - 1: its buffers can refill.
+    __syncthreads();
+    if constexpr (kStages == 1) {
+      load_tile(v_base, v_ptr, p.v_stride_seq, n0, p.seqlen_kv, kBlockN);
+      cp_async_commit();
+    } else if (n + 1 < num_n_blocks) {
+      const unsigned next_stage = ((n + 1) % 2) * kShape.kv_stage_bytes();
+      const long long next0 = n0 + kBlockN;
+      load_tile(k_base + next_stage, k_ptr, p.k_stride_seq, next0, p.seqlen_kv, kBlockN);
+      load_tile(v_base + next_stage, v_ptr, p.v_stride_seq, next0, p.seqlen_kv, kBlockN);
       cp_async_commit();
     }
     if constexpr (kQInRegs) {
@@ -183,7 +196,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int ks = 0; ks < kKS; ++ks)
-            ldmatrix_x4(q_frag[mt][ks], q_base + q_off.at(warp_row0 + mt * 16, ks));
+            ldmatrix_x4(q_frag[mt][ks], ld_address(q_lane, warp_row0 + mt * 16, ks));
       }
     }
 
@@ -203,13 +216,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 #pragma unroll
           for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
         } else {
-          ldmatrix_x4(a[mt], q_base + q_off.at(warp_row0 + mt * 16, ks));
+          ldmatrix_x4(a[mt], ld_address(q_lane, warp_row0 + mt * 16, ks));
         }
       }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         unsigned b[4];
-        ldmatrix_x4(b, k_stage + k_off.at(16 * np, ks));
+        ldmatrix_x4(b, ld_address(k_lane_stage, 16 * np, ks));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816<T>(acc_s[mt][2 * np], a[mt], b[0], b[1]);
@@ -218,13 +231,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
       }
     }
 
-    cp_async_wait<2 * (kStages - 1)>();
-    __syncthreads();  // V(n) is visible, and every warp is done with K(n): its buffer can refill
-    {
-      const int next = n + kStages;
-      if (next < num_n_blocks)
-        load_tile(k_stage, k_ptr, p.k_stride_seq, static_cast<long long>(next) * kBlockN, p.seqlen_kv, kBlockN);
-      cp_async_commit();
+    if constexpr (kStages == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // V(n) is visible, and every warp is done with K(n): its buffer can refill
+      if (n + 1 < num_n_blocks) {
+        load_tile(k_base, k_ptr, p.k_stride_seq, n0 + kBlockN, p.seqlen_kv, kBlockN);
+        cp_async_commit();
+      }
     }
 
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
@@ -252,6 +265,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     }
 
     // Online softmax; each row lives in the 4 lanes of a quad.
+    float alpha[kMT][2];
+    bool rescale = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -264,7 +279,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
         const float m_new = fmaxf(m_run[mt][h], row_max);
         // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
         const float m_use = m_new == kNegInf ? 0.f : m_new;
-        const float alpha = fast_exp2(m_run[mt][h] - m_use);
+        alpha[mt][h] = fast_exp2(m_run[mt][h] - m_use);
+        rescale |= m_new != m_run[mt][h];
         m_run[mt][h] = m_new;
         float row_sum = 0.f;
 #pragma unroll
@@ -275,10 +291,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
             acc_s[mt][nt][2 * h + i] = pv;
             row_sum += pv;
           }
-        l_run[mt][h] = l_run[mt][h] * alpha + row_sum;
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) acc_o[mt][dt][2 * h] *= alpha, acc_o[mt][dt][2 * h + 1] *= alpha;
+        l_run[mt][h] = l_run[mt][h] * alpha[mt][h] + row_sum;
       }
+    // Once the running maxima settle, most tiles change none of them: skip the O rescale (a multiply per
+    // accumulator) for the whole warp unless some row's maximum moved. Small O tiles rescale every time: the
+    // vote costs more than it saves there (measured at d = 64).
+    if (!kSkipRescale || __any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= alpha[mt][e / 2];
+    }
 
 #pragma unroll
     for (int ps = 0; ps < kPS; ++ps) {
@@ -293,7 +318,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         unsigned b[4];
-        ldmatrix_x4_trans(b, v_stage + v_off.at(16 * ps, dp));
+        ldmatrix_x4_trans(b, ld_address(v_lane_stage, 16 * ps, dp));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816<T>(acc_o[mt][2 * dp], a[mt], b[0], b[1]);

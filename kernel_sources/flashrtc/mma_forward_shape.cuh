@@ -26,7 +26,7 @@ struct MmaForwardShape {
   constexpr int q_registers() const { return m_tiles() * head_dim_padded() / 4; }
   // Q fragments stay in registers for the whole loop when they fit beside the accumulators; otherwise each
   // k-step reloads them from shared memory (FlashAttention-2's choice at d = 128 with 32 rows per warp).
-  constexpr bool q_in_registers() const { return o_floats() + s_floats() + q_registers() <= 160; }
+  constexpr bool q_in_registers() const { return o_floats() + s_floats() + q_registers() <= 128; }
 
   constexpr unsigned row_bytes() const { return unsigned(pitch_chunks()) * 16u; }
   constexpr unsigned q_smem_bytes() const { return unsigned(block_m) * row_bytes(); }

@@ -24,26 +24,37 @@ const char* invalid_reason(DType dtype, int head_dim, const TileConfig& c) {
 // The default tile per head dim: the first row whose max_head_dim covers the call, and in it the first
 // candidate that fits the shared memory at hand. Figures: fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md).
 // Every default compiles without spills for sm_80 and sm_90a (tests/cpu checks it).
+struct DefaultCandidate {
+  TileConfig tile;
+  // The candidate is taken only on GPUs with at least this much opt-in shared memory per block. Besides
+  // fitting the tile, it stands for the GPU generation: ptxas for sm_90 (227 KB) fits the widest tiles in
+  // 255 registers while ptxas for sm_80 (163 KB) spills them.
+  std::size_t min_smem_limit = 0;
+};
 struct DefaultTile {
   int max_head_dim;
-  TileConfig candidates[2];
+  DefaultCandidate candidates[2];
   const char* why;
 };
-constexpr TileConfig kNoTile{0, 0, 0, 0};
+constexpr DefaultCandidate kNoTile{{0, 0, 0, 0}};
 constexpr DefaultTile kSimtDefaultTiles[] = {
-    {32, {{128, 64, 4, 1}, kNoTile}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
-    {64, {{64, 64, 4, 1}, kNoTile}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
-    {128, {{128, 64, 8, 1}, {64, 32, 4, 1}},
+    {32, {{{128, 64, 4, 1}}, kNoTile}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
+    {64, {{{64, 64, 4, 1}}, kNoTile}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
+    {128, {{{128, 64, 8, 1}}, {{64, 32, 4, 1}}},
      "d=128: 128x64 ran 39 but needs 170 KB in fp32, over sm_80's 163 KB; 64x32 ran 34"},
-    {256, {{64, 64, 8, 1}, {64, 32, 8, 1}},
+    {256, {{{64, 64, 8, 1}}, {{64, 32, 8, 1}}},
      "d=256: 64x64 ran 33 but needs 217 KB in fp32; 64x32 ran 28; larger tiles pass 128 accumulators"},
 };
 
-// Tensor-core family (fp16/bf16): figures are bf16 at B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md).
+// Tensor-core family (fp16/bf16): bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096
+// (docs/PERFORMANCE.md). 4 warps of 32 query rows each, two blocks per SM, K and V double buffered. Every
+// default compiles without spills for its arch (tests/cpu checks sm_80 and sm_90a).
 constexpr DefaultTile kMmaDefaultTiles[] = {
-    {64, {{128, 64, 8, 2}, kNoTile}, "initial choice: 16 rows per warp, Q in registers (194 registers)"},
-    {128, {{128, 64, 8, 2}, kNoTile}, "initial choice: 16 rows per warp, Q in registers (235 registers)"},
-    {256, {{64, 32, 4, 2}, kNoTile}, "initial choice: 16 rows per warp, Q from shared memory (249 registers)"},
+    {32, {{{128, 64, 4, 2}}, kNoTile}, "d=32: the d=64 shape with fewer registers (189-203)"},
+    {64, {{{128, 96, 4, 2}, kSmemBytesSm90}, {{128, 64, 4, 2}}}, "d=64: 128x96 ran 326 TFLOP/s (causal 293), 128x64 323 (280)"},
+    {96, {{{128, 48, 4, 2}}, kNoTile}, "d=96: 281; 128x96 ran 290 but spills under causal masks"},
+    {128, {{{128, 64, 4, 2}, kSmemBytesSm90}, {{128, 32, 4, 2}}}, "d=128: 128x64 ran 372 (causal 323), 128x32 344 (293), 64x64 325"},
+    {256, {{{64, 32, 4, 2}}, kNoTile}, "d=256: 302; 64x64 with one stage ran 325 but spills 8 bytes"},
 };
 
 template <std::size_t N>
@@ -54,9 +65,12 @@ TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim
       row = &candidate_row;
       break;
     }
-  for (const TileConfig& config : row->candidates)
-    if (config.block_m > 0 && forward_smem_bytes(dtype, head_dim, config) <= smem_limit_bytes) return config;
-  return row->candidates[0];
+  for (const DefaultCandidate& candidate : row->candidates)
+    if (candidate.tile.block_m > 0 && smem_limit_bytes >= candidate.min_smem_limit &&
+        forward_smem_bytes(dtype, head_dim, candidate.tile) <= smem_limit_bytes)
+      return candidate.tile;
+  // Nothing fits: the last real candidate, whose shared-memory error the launch will report.
+  return row->candidates[1].tile.block_m > 0 ? row->candidates[1].tile : row->candidates[0].tile;
 }
 
 }  // namespace
