@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -308,6 +309,23 @@ flashrtc_forward_params valid_c_params() {
 }
 
 }  // namespace
+
+// The Python binding (python/flashrtc/_library.py) declares this struct with ctypes and its tests pin the
+// same numbers: a change here must change both.
+TEST_CASE("C API: flashrtc_forward_params layout") {
+  CHECK(sizeof(flashrtc_tensor) == 40);
+  CHECK(sizeof(flashrtc_forward_params) == 256);
+  CHECK(offsetof(flashrtc_forward_params, batch) == 8);
+  CHECK(offsetof(flashrtc_forward_params, head_dim) == 48);
+  CHECK(offsetof(flashrtc_forward_params, q) == 56);
+  CHECK(offsetof(flashrtc_forward_params, o) == 176);
+  CHECK(offsetof(flashrtc_forward_params, lse) == 216);
+  CHECK(offsetof(flashrtc_forward_params, softmax_scale) == 224);
+  CHECK(offsetof(flashrtc_forward_params, mask) == 228);
+  CHECK(offsetof(flashrtc_forward_params, stream) == 232);
+  CHECK(offsetof(flashrtc_forward_params, block_m) == 240);
+  CHECK(offsetof(flashrtc_forward_params, stages) == 252);
+}
 
 TEST_CASE("C API: flashrtc_forward_params_init fills defaults") {
   flashrtc_forward_params p;
