@@ -193,7 +193,7 @@ def _tile(config) -> tuple:
 def _resolve_stream(stream, q, kinds, torch_mode) -> int:
     if stream is not None:
         return stream_handle(stream)
-    if torch_mode:
+    if torch_mode and q.device.type == "cuda":  # a CPU q is reported by its view, with a clearer message
         import torch
         return torch.cuda.current_stream(q.device).cuda_stream
     if kinds[0] == KIND_CAI:
@@ -209,6 +209,8 @@ def _torch_stream(stream, handle, q):
     import torch
     if isinstance(stream, torch.cuda.Stream):
         return stream
+    if handle == 0:  # NULL, the legacy default stream: torch's default stream
+        return torch.cuda.default_stream(q.device)
     return torch.cuda.ExternalStream(handle, device=q.device)
 
 

@@ -66,7 +66,8 @@ def reference(q, k, v, causal=False, scale=None):
 def sdpa(q, k, v, causal=False, scale=None):
     """PyTorch SDPA in the inputs' dtype (the peer); its NaN rows (no visible key) as 0."""
     kx, vx = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])
-    if causal in (True, "top-left"):
+    # is_causal with a negative scale gives NaN in some backends (masked -inf times the scale): a mask then.
+    if causal in (True, "top-left") and (scale is None or scale > 0):
         o = F.scaled_dot_product_attention(q, kx, vx, is_causal=True, scale=scale)
     else:
         o = F.scaled_dot_product_attention(q, kx, vx, attn_mask=visible(q.shape[2], k.shape[2], causal, q.device),
