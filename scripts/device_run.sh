@@ -2,6 +2,8 @@
 # Runs on the GPU machine (device tool) from the repo root, after scripts/stage_device_build.sh here:
 #   gpu test suites, `flashrtc run --check`, and flashrtc's timings beside the peers' (same run, same GPU).
 # Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
+# Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
+# standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -62,4 +64,19 @@ if [[ " $steps " == *" sweep "* ]]; then
       echo
     done 2>&1 | tee -a "$OUT/sweep_fp32.log"
   done
+fi
+
+if [[ " $steps " == *" binding "* ]]; then
+  python3 "$D/python/test_binding_gpu.py" -v 2>&1 | tee "$OUT/python_binding_gpu.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_binding_gpu.log"
+fi
+
+if [[ " $steps " == *" grid "* ]]; then
+  "$FR" bench 2>&1 | tee "$OUT/bench_grid.txt"
+fi
+
+if [[ " $steps " == *" compare "* ]]; then
+  # JSON lines to a file, the table (stderr) to the terminal and a log.
+  python3 "$D/python/compare.py" --json ${COMPARE_ARGS:-} 2>&1 >"$OUT/compare.jsonl" | tee "$OUT/compare.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/compare.txt"
 fi
