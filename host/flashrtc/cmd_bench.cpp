@@ -70,15 +70,22 @@ ForwardParams params_for(const BenchPoint& point, Layout layout, const TileOptio
   return p;
 }
 
-std::int64_t q_elements(const BenchShape& s) { return s.batch * s.seqlen_q * s.heads_q * s.head_dim; }
-std::int64_t kv_elements(const BenchShape& s) { return s.batch * s.seqlen_kv * s.heads_kv * s.head_dim; }
+std::int64_t q_elements(const BenchShape& s) {
+  return s.batch * s.seqlen_q * s.heads_q * s.head_dim;
+}
+std::int64_t kv_elements(const BenchShape& s) {
+  return s.batch * s.seqlen_kv * s.heads_kv * s.head_dim;
+}
 
 // The peers' rows name dtypes as torch does; the same names let the two streams of JSON lines be joined.
 const char* torch_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "?";
 }
@@ -91,7 +98,8 @@ double median(std::vector<float> values) {
 
 class Report {
  public:
-  Report(bool json, const std::string& layout, const std::string& gpu) : json_(json), layout_(layout), gpu_(gpu) {}
+  Report(bool json, const std::string& layout, const std::string& gpu)
+      : json_(json), layout_(layout), gpu_(gpu) {}
 
   void header() const {
     if (json_) return;
@@ -117,8 +125,10 @@ class Report {
       j["Nk"] = s.seqlen_kv;
       j["mask"] = std::string(to_string(point.mask));
       j["layout"] = layout_;
-      j["tile"] = {{"block_m", spec.tile.block_m}, {"block_n", spec.tile.block_n},
-                   {"warps", spec.tile.warps}, {"stages", spec.tile.stages}};
+      j["tile"] = {{"block_m", spec.tile.block_m},
+                   {"block_n", spec.tile.block_n},
+                   {"warps", spec.tile.warps},
+                   {"stages", spec.tile.stages}};
       j["gflop"] = flops / 1e9;
       if (m && m->error.empty()) {
         // Rounded as the peers' rows are: 4 decimals of ms, 1 of TFLOP/s.
@@ -150,10 +160,11 @@ class Report {
     } else if (m) {
       tflops = "error: " + m->error;
     }
-    std::printf(kFormat, std::string(to_string(point.dtype)).c_str(), std::string(to_string(point.mask)).c_str(),
-                text(s.batch).c_str(), text(s.heads_q).c_str(), text(s.heads_kv).c_str(), text(s.seqlen_q).c_str(),
-                text(s.seqlen_kv).c_str(), text(s.head_dim).c_str(), tile.c_str(), fixed(flops / 1e9, "%.1f").c_str(),
-                median_ms.c_str(), min_ms.c_str(), tflops.c_str());
+    std::printf(kFormat, std::string(to_string(point.dtype)).c_str(),
+                std::string(to_string(point.mask)).c_str(), text(s.batch).c_str(), text(s.heads_q).c_str(),
+                text(s.heads_kv).c_str(), text(s.seqlen_q).c_str(), text(s.seqlen_kv).c_str(),
+                text(s.head_dim).c_str(), tile.c_str(), fixed(flops / 1e9, "%.1f").c_str(), median_ms.c_str(),
+                min_ms.c_str(), tflops.c_str());
   }
 
  private:
@@ -164,7 +175,8 @@ class Report {
 
 // Every point checked, and its specialization chosen, before any device work: a bad --shape fails with
 // exit 2 on any machine, naming the point.
-std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout, const TileOptions& tile) {
+std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
+                                    const TileOptions& tile) {
   std::vector<ForwardSpec> specs;
   for (const BenchPoint& point : points) {
     try {
@@ -182,8 +194,8 @@ std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layou
 // each between its own pair of events and after an asynchronous L2 eviction, so the GPU never waits for the
 // host inside a timed interval (do_bench's protocol).
 Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string& arch, const BenchOptions& o,
-                    std::uint64_t seed, DeviceBuffer& q, DeviceBuffer& k, DeviceBuffer& v, DeviceBuffer* l2_flush,
-                    std::vector<unsigned char>& staging) {
+                    std::uint64_t seed, DeviceBuffer& q, DeviceBuffer& k, DeviceBuffer& v,
+                    DeviceBuffer* l2_flush, std::vector<unsigned char>& staging) {
   const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
   const std::int64_t kv_count = p.batch * p.seqlen_kv * p.heads_kv * p.head_dim;
   fill_random_normal(p.dtype, staging, q_count, seed, 0);
@@ -192,6 +204,9 @@ Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string&
   k.copy_from_host(staging.data(), staging.size());
   fill_random_normal(p.dtype, staging, kv_count, seed, 2);
   v.copy_from_host(staging.data(), staging.size());
+  // A copy from pageable memory may return before its DMA ends, on the legacy stream, which the
+  // non-blocking stream below does not wait for.
+  device_synchronize();
 
   Measurement m;
   const CompiledKernelInfo kernel = compile_forward(spec, arch);
@@ -252,8 +267,8 @@ int execute_bench(const BenchOptions& o) {
       runtime_config().arch_override.empty() ? device.arch : runtime_config().arch_override;
   if (!o.json)
     std::printf("gpu: %s (%s, %d SMs); layout %s; %d warm-up and %d timed launches per point, L2 %s\n",
-                device.name.c_str(), arch.c_str(), device.multiprocessors, o.layout.c_str(), o.warmup, o.iters,
-                o.no_l2_flush ? "kept warm" : "evicted before each");
+                device.name.c_str(), arch.c_str(), device.multiprocessors, o.layout.c_str(), o.warmup,
+                o.iters, o.no_l2_flush ? "kept warm" : "evicted before each");
 
   // One set of buffers, sized for the largest point, serves the whole plan.
   std::int64_t q_max = 0, kv_max = 0, lse_max = 0;
@@ -268,7 +283,8 @@ int execute_bench(const BenchOptions& o) {
   DeviceBuffer lse(o.lse ? static_cast<std::size_t>(lse_max) * sizeof(float) : 0);
   std::optional<DeviceBuffer> l2_flush;
   if (!o.no_l2_flush) l2_flush.emplace(kL2FlushBytes);
-  const Buffers buffers{q.data(), k.data(), v.data(), out.data(), o.lse ? static_cast<float*>(lse.data()) : nullptr};
+  const Buffers buffers{q.data(), k.data(), v.data(), out.data(),
+                        o.lse ? static_cast<float*>(lse.data()) : nullptr};
 
   const Report report(o.json, o.layout, device.name);
   report.header();
@@ -318,7 +334,8 @@ Command add_bench_command(CLI::App& parent) {
                   "default to N and H")
       ->excludes(head_dim)
       ->excludes(seqlen);
-  app->add_option("--layout", o->layout, "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
+  app->add_option("--layout", o->layout,
+                  "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
       ->capture_default_str()
       ->check(layout_validator());
   app->add_option("--warmup", o->warmup, "untimed launches per point (at least one runs)")
@@ -331,7 +348,8 @@ Command add_bench_command(CLI::App& parent) {
   app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
-  app->add_flag("--json", o->json, "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
+  app->add_flag("--json", o->json,
+                "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
   app->add_flag("--dry-run", o->dry_run, "list the points, tiles and FLOPs without running (no GPU needed)");
   o->tile.add_to(*app);
   return {app, [o] { return execute_bench(*o); }};

@@ -16,7 +16,8 @@ flashrtc::TensorRef to_ref(const flashrtc_tensor& t) {
   return {t.data, t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim};
 }
 
-// Everything but the scale, whose two entry points read it differently. Throws for a null p or a partial tile.
+// Everything but the scale, whose two entry points read it differently. Throws for a null p or a
+// partial tile.
 flashrtc::ForwardParams from_c(const flashrtc_forward_params* p) {
   if (!p) throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "params is null");
   flashrtc::ForwardParams params;
