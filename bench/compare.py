@@ -121,8 +121,8 @@ def table(rows, peers):
 
         ratios = []
         for p in ratio_peers:
-            if "tflops" in fr and "tflops" in r.get(p, {}):
-                ratio = fr["tflops"] / r[p]["tflops"]
+            if fr.get("ms", 0) > 0 and r.get(p, {}).get("ms", 0) > 0:
+                ratio = r[p]["ms"] / fr["ms"]  # = TFLOP/s ratio (same FLOPs), without the TFLOP/s rounding
                 logs.setdefault((dtype, p), []).append(math.log(ratio))
                 ratios.append(f"{ratio:>12.2f}")
             else:
@@ -200,13 +200,9 @@ def parse_args(argv=None):
         ap.error("--shape: give B,H,N,d, all positive")
     a.causals = {"both": [False, True], "yes": [True], "no": [False]}[a.causal]
     a.peer_names = [p for p in a.providers.split(",") if p]
-    if a.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            ap.error("--plot needs matplotlib, which is not installed here (Debian: apt install "
-                     "python3-matplotlib; or pip install matplotlib). Run with --json and plot elsewhere with "
-                     "--from-json FILE --plot OUT")
+    if a.plot and importlib.util.find_spec("matplotlib") is None:
+        ap.error("--plot needs matplotlib, which is not installed here (Debian: apt install python3-matplotlib; "
+                 "or pip install matplotlib). Run with --json and plot elsewhere with --from-json FILE --plot OUT")
     return a
 
 
@@ -292,7 +288,6 @@ def measure_all(a):
         heading, lines, _ = table(shape_rows, a.peer_names)
         print("\n".join(lines if rows else heading + lines), file=table_out, flush=True)
         rows += shape_rows
-        del q, k, v
     return rows, mismatches
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 from . import _library
 from ._errors import InvalidArgumentError, UnsupportedError, error_for_status
 from ._streams import dlpack_stream, stream_handle
-from ._tensors import KIND_CAI, KIND_DLPACK, KIND_TORCH, TensorView, cai_stream, kind_of, view
+from ._tensors import KIND_CAI, KIND_TORCH, TensorView, cai_stream, kind_of, view
 
 # Which dimension of a 4-d tensor is batch, sequence, head and head dim.
 LAYOUTS = {"bhnd": (0, 2, 1, 3), "bnhd": (0, 1, 2, 3)}

@@ -23,7 +23,7 @@ def row(provider, tflops=None, dtype="bfloat16", d=128, causal=False, n=4096, **
     if tflops is None:
         r["error"] = "RuntimeError: refused"
     else:
-        r.update(ms=1.0, tflops=tflops)
+        r.update(ms=100.0 / tflops, tflops=tflops)
     r.update(extra)
     return r
 
