@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (device tool) from the repo root, after scripts/stage_device_build.sh here:
 #   gpu test suites, `flashrtc run --check`, and flashrtc's timings beside the peers' (same run, same GPU).
-# Usage: scripts/device_run.sh [tests] [check] [bench] [sweep] [mma] [sass]   (default: the first four).
-# Logs go to $OUT.
+# Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
+# Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
+# standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
+# summary of every cached tensor-core kernel).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -65,42 +67,33 @@ if [[ " $steps " == *" sweep "* ]]; then
   done
 fi
 
-if [[ " $steps " == *" mma "* ]]; then
-  # Tensor-core family: peers and flashrtc on standard-grid points (B = 16384 / N, H = 2048 / d), bhnd like
-  # the peers' tensors, then a tile sweep at N = 4096.
-  for d in 64 128; do
-    for n in 1024 4096 16384; do
-      b=$((16384 / n)); h=$((2048 / d))
-      for c in "" "--causal"; do
-        python3 "$D/sdpa_peers.py" --shape $b,$h,$n,$d --dtype bf16 $c --providers sdpa-flash,sdpa-cudnn,triton-fa2 2>&1 | tee -a "$OUT/peers_mma.jsonl"
-      done
-      for mask in none causal; do
-        echo -n "flashrtc bf16 d=$d N=$n mask=$mask: " | tee -a "$OUT/flashrtc_mma.log"
-        "$FR" run --batch $b --heads $h --seqlen $n --head-dim $d --dtype bf16 --mask $mask --layout bhnd --iters 30 2>&1 | grep -E "TFLOP|error" | tr '\n' ' ' | tee -a "$OUT/flashrtc_mma.log"
-        echo | tee -a "$OUT/flashrtc_mma.log"
-      done
-    done
-  done
-  for d in 64 128 256; do
-    h=$((2048 / d))
-    for cfg in ${MMA_SWEEP:-"128 64 8 2" "128 64 8 1" "128 64 4 2" "64 64 4 2" "128 128 8 2" "128 32 8 2" "64 32 4 2" "256 64 8 2" "128 128 8 1" "64 128 4 2"}; do
-      set -- $cfg
-      echo -n "bf16 d=$d block_m=$1 block_n=$2 warps=$3 stages=$4: "
-      "$FR" run --batch 4 --heads $h --seqlen 4096 --head-dim $d --dtype bf16 --layout bhnd --iters 20 \
-        --block-m $1 --block-n $2 --warps $3 --stages $4 2>&1 | grep -E "TFLOP|error|regist" | tr '\n' ' '
-      echo
-    done 2>&1 | tee -a "$OUT/sweep_mma.log"
-  done
+if [[ " $steps " == *" binding "* ]]; then
+  python3 "$D/python/test_binding_gpu.py" -v 2>&1 | tee "$OUT/python_binding_gpu.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_binding_gpu.log"
+fi
+
+if [[ " $steps " == *" grid "* ]]; then
+  "$FR" bench 2>&1 | tee "$OUT/bench_grid.txt"
+fi
+
+if [[ " $steps " == *" compare "* ]]; then
+  # JSON lines to a file, the table (stderr) to the terminal and a log.
+  python3 "$D/python/compare.py" --json ${COMPARE_ARGS:-} 2>&1 >"$OUT/compare.jsonl" | tee "$OUT/compare.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/compare.txt"
 fi
 
 if [[ " $steps " == *" sass "* ]]; then
   # SASS of every cached tensor-core kernel: HMMA in the loop, spills (STL/LDL) and the instruction mix.
-  mkdir -p "$OUT/sass"
+  # All disassemblies stay on the machine; those of the unmasked bf16 kernels come back.
+  sass=/tmp/flashrtc-sass
+  mkdir -p "$sass" "$OUT/sass"
   for m in "$FLASHRTC_CACHE_DIR"/v1/*/*/meta.json; do
     dir=$(dirname "$m")
     grep -q attention_forward_mma "$m" || continue
     name=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['kernel']; print('%s_d%s_%s_%sx%s_w%s_s%s' % (d['dtype'], d['head_dim'], d['mask'], d['block_m'], d['block_n'], d['warps'], d['stages']))" "$m")
-    cuobjdump -sass "$dir/kernel.cubin" > "$OUT/sass/$name.sass" 2>&1
-    echo "$name: HMMA $(grep -c HMMA "$OUT/sass/$name.sass") LDSM $(grep -c LDSM "$OUT/sass/$name.sass") STL $(grep -c STL "$OUT/sass/$name.sass") LDL $(grep -c LDL "$OUT/sass/$name.sass") lines $(wc -l < "$OUT/sass/$name.sass")"
+    f="$sass/$name.sass"
+    cuobjdump -sass "$dir/kernel.cubin" > "$f" 2>&1
+    [[ $name == bf16_*_none_* ]] && cp "$f" "$OUT/sass/"
+    echo "$name: HMMA $(grep -c HMMA "$f") LDSM $(grep -c LDSM "$f") STL $(grep -c STL "$f") LDL $(grep -c LDL "$f") lines $(wc -l < "$f")"
   done 2>&1 | tee "$OUT/sass_summary.txt"
 fi

@@ -29,11 +29,13 @@ struct Command {
 Command add_info_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
 
 /// Validators naming the accepted spellings, so a typo fails at parse time with exit 2.
 CLI::Validator dtype_validator();
 CLI::Validator mask_validator();
 CLI::Validator head_dim_validator();
+CLI::Validator layout_validator();  // bnhd | bhnd
 
 DType dtype_from(const std::string& name);
 MaskKind mask_from(const std::string& name);
