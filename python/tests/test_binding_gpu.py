@@ -64,7 +64,8 @@ def reference(q, k, v, causal=False, scale=None):
 
 
 def sdpa(q, k, v, causal=False, scale=None):
-    """PyTorch SDPA in the inputs' dtype (the peer); its NaN rows (no visible key) as 0."""
+    """PyTorch SDPA in the inputs' dtype (the peer); its rows without a visible key as 0 (backends give NaN
+    or, on the H200, some average of v there)."""
     kx, vx = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])
     # is_causal only where every backend agrees on it: square (backends have differed on the alignment
     # for Nq != Nk) and a positive scale (some give NaN for a negative one: masked -inf times the scale).
@@ -72,8 +73,10 @@ def sdpa(q, k, v, causal=False, scale=None):
     if causal in (True, "top-left") and square and (scale is None or scale > 0):
         o = F.scaled_dot_product_attention(q, kx, vx, is_causal=True, scale=scale)
     else:
-        o = F.scaled_dot_product_attention(q, kx, vx, attn_mask=visible(q.shape[2], k.shape[2], causal, q.device),
-                                           scale=scale)
+        allowed = visible(q.shape[2], k.shape[2], causal, q.device)
+        o = F.scaled_dot_product_attention(q, kx, vx, attn_mask=allowed, scale=scale)
+        if allowed is not None:
+            o = o.masked_fill(~allowed.any(dim=-1)[:, None], 0.0)
     return torch.nan_to_num(o, nan=0.0)
 
 

@@ -38,7 +38,7 @@ ForwardSpec spec_for(const ForwardParams& p, std::size_t smem_limit_bytes) {
   spec.dtype = p.dtype;
   spec.head_dim = static_cast<int>(p.head_dim);
   spec.mask = p.mask;
-  spec.tile = p.config ? *p.config : default_forward_config(p.dtype, spec.head_dim, smem_limit_bytes);
+  spec.tile = p.config ? *p.config : default_forward_config(p.dtype, spec.head_dim, smem_limit_bytes, p.seqlen_kv);
   return spec;
 }
 

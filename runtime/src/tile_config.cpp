@@ -1,5 +1,6 @@
 #include "flashrtc/tile_config.hpp"
 
+#include <cstdint>
 #include <iterator>
 
 #include "flashrtc/mma_forward_shape.cuh"
@@ -30,6 +31,9 @@ struct DefaultCandidate {
   // fitting the tile, it stands for the GPU generation: ptxas for sm_90 (227 KB) fits the widest tiles in
   // 255 registers while ptxas for sm_80 (163 KB) spills them.
   std::size_t min_smem_limit = 0;
+  // ... and only for key sequences at least this long (or of unknown length): a key tile that does not divide
+  // short sequences wastes much of its last pass (96-key tiles over 512 keys: 12.5%).
+  std::int64_t min_seqlen_kv = 0;
 };
 struct DefaultTile {
   int max_head_dim;
@@ -51,14 +55,16 @@ constexpr DefaultTile kSimtDefaultTiles[] = {
 // default compiles without spills for its arch (tests/cpu checks sm_80 and sm_90a).
 constexpr DefaultTile kMmaDefaultTiles[] = {
     {32, {{{128, 64, 4, 2}}, kNoTile}, "d=32: the d=64 shape with fewer registers (189-203)"},
-    {64, {{{128, 96, 4, 2}, kSmemBytesSm90}, {{128, 64, 4, 2}}}, "d=64: 128x96 ran 326 TFLOP/s (causal 293), 128x64 323 (280)"},
+    {64, {{{128, 96, 4, 2}, kSmemBytesSm90, 1024}, {{128, 64, 4, 2}}},
+     "d=64: 128x96 ran 326 TFLOP/s (causal 293), 128x64 323 (280); at N=512 128x96 ran 249 against sdpa-flash's 264"},
     {96, {{{128, 48, 4, 2}}, kNoTile}, "d=96: 281; 128x96 ran 290 but spills under causal masks"},
     {128, {{{128, 64, 4, 2}, kSmemBytesSm90}, {{128, 32, 4, 2}}}, "d=128: 128x64 ran 372 (causal 323), 128x32 344 (293), 64x64 325"},
     {256, {{{64, 32, 4, 2}}, kNoTile}, "d=256: 302; 64x64 with one stage ran 325 but spills 8 bytes"},
 };
 
 template <std::size_t N>
-TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim, std::size_t smem_limit_bytes,
+                        std::int64_t seqlen_kv) {
   const DefaultTile* row = std::prev(std::end(table));
   for (const DefaultTile& candidate_row : table)
     if (head_dim <= candidate_row.max_head_dim) {
@@ -67,6 +73,7 @@ TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim
     }
   for (const DefaultCandidate& candidate : row->candidates)
     if (candidate.tile.block_m > 0 && smem_limit_bytes >= candidate.min_smem_limit &&
+        (seqlen_kv <= 0 || seqlen_kv >= candidate.min_seqlen_kv) &&
         forward_smem_bytes(dtype, head_dim, candidate.tile) <= smem_limit_bytes)
       return candidate.tile;
   // Nothing fits: the last real candidate, whose shared-memory error the launch will report.
@@ -123,10 +130,10 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
   return space;
 }
 
-TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes, std::int64_t seqlen_kv) {
   return forward_kernel_family(dtype) == KernelFamily::kMma
-             ? pick_default(kMmaDefaultTiles, dtype, head_dim, smem_limit_bytes)
-             : pick_default(kSimtDefaultTiles, dtype, head_dim, smem_limit_bytes);
+             ? pick_default(kMmaDefaultTiles, dtype, head_dim, smem_limit_bytes, seqlen_kv)
+             : pick_default(kSimtDefaultTiles, dtype, head_dim, smem_limit_bytes, seqlen_kv);
 }
 
 }  // namespace flashrtc

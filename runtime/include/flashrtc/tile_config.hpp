@@ -2,6 +2,7 @@
 /// Tile configurations of the forward kernel family: the one table shared by the default choice, the
 /// tuner and the tests.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,10 @@ FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_
 /// The built-in default for a head dim, from the shared table: the fastest measured tile that fits
 /// smem_limit_bytes (the device's opt-in limit; sm_80's by default, which every GPU we target has). The limit
 /// also stands for the GPU generation: some tiles are defaults only where it is sm_90's 227 KB, because
-/// ptxas fits them in registers for sm_90 but spills them for sm_80.
-FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes = kSmemBytesSm80);
+/// ptxas fits them in registers for sm_90 but spills them for sm_80. seqlen_kv, when known (> 0), steers short
+/// key sequences away from key tiles that would waste much of their last pass.
+FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes = kSmemBytesSm80,
+                                               std::int64_t seqlen_kv = 0);
 
 /// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.
 constexpr bool is_supported_head_dim(int head_dim) {
