@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kKnownVariables[] = {
     "FLASHRTC_CACHE_DIR",      "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
     "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES",       "FLASHRTC_KERNEL_DIR",
-    "FLASHRTC_ARCH",           "FLASHRTC_LOG_LEVEL",
+    "FLASHRTC_ARCH",           "FLASHRTC_LOG_LEVEL",          "FLASHRTC_CONFIG",
+    "FLASHRTC_TUNE_DB",
 };
 
 void print_environment() {
