@@ -17,6 +17,12 @@ namespace {
 // A temporary this old belongs to no running store (which renames it within milliseconds).
 constexpr std::int64_t kTemporaryMaxAgeSeconds = 3600;
 
+std::string age_text(std::int64_t seconds) {
+  if (seconds >= 2 * 86400) return std::to_string(seconds / 86400) + " days";
+  if (seconds >= 2 * 3600) return std::to_string(seconds / 3600) + " hours";
+  return std::to_string(seconds / 60) + " minutes";
+}
+
 std::int64_t now_unix() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -70,7 +76,7 @@ CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds, std::op
   for (const CacheEntry& e : entries) {
     std::string reason;
     if (older_than_seconds && now - e.last_used_unix > *older_than_seconds)
-      reason = "unused for " + std::to_string((now - e.last_used_unix) / 3600) + " h";
+      reason = "unused for " + age_text(now - e.last_used_unix);
     else if (max_bytes && total > *max_bytes)
       reason = "least recently used while the cache exceeds " + std::to_string(*max_bytes) + " bytes";
     if (reason.empty()) continue;

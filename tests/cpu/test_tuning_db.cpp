@@ -1,16 +1,15 @@
 // The tuning database: round trip, merging of concurrent tunes (threads and processes), read once per
 // process, and unreadable, corrupt, stale or partly malformed files ignored with a warning.
 #include <doctest/doctest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/kernel.hpp"
@@ -26,29 +25,6 @@ namespace {
 TuningKey key(int head_dim, std::int64_t seqlen = 4096, const std::string& gpu = "Test GPU") {
   return make_tuning_key(gpu, "sm_90a", DType::kBFloat16, head_dim, MaskKind::kCausalTopLeft, seqlen, seqlen);
 }
-
-// Collects the runtime's log lines for the duration of a test.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256)) {
-    sink_->set_pattern("%l %v");
-    detail::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = detail::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::vector<std::string> warnings() const {
-    std::vector<std::string> found;
-    for (const std::string& line : sink_->last_formatted()) {
-      if (line.rfind("warning ", 0) == 0) found.push_back(line);
-    }
-    return found;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 }  // namespace
 
@@ -194,7 +170,7 @@ TEST_CASE("tuning db: corrupt, stale, foreign and unreadable files are ignored w
     test::TuningSandbox sandbox("flashrtc-tunedb-corrupt");
     fs::create_directories(sandbox.db().parent_path());
     test::write_text(sandbox.db(), c.text);
-    LogCapture log;
+    test::LogCapture log;
     std::vector<TuningEntry> entries;
     REQUIRE_NOTHROW(entries = tuning_db_entries());
     CHECK(entries.empty());
@@ -214,7 +190,7 @@ TEST_CASE("tuning db: corrupt, stale, foreign and unreadable files are ignored w
   SUBCASE("a directory where the file should be") {
     test::TuningSandbox sandbox("flashrtc-tunedb-dir");
     fs::create_directories(sandbox.db());
-    LogCapture log;
+    test::LogCapture log;
     CHECK(tuning_db_entries().empty());
     REQUIRE(log.warnings().size() == 1);
     CHECK(log.warnings()[0].find("not a regular file") != std::string::npos);
@@ -231,7 +207,7 @@ TEST_CASE("tuning db: a malformed entry is skipped, the others are used") {
   REQUIRE(at != std::string::npos);
   text.replace(at, 6, "\"int4\"");
   test::write_text(sandbox.db(), text);
-  LogCapture log;
+  test::LogCapture log;
   const auto entries = tuning_db_entries();
   REQUIRE(entries.size() == 1);
   const auto warnings = log.warnings();
