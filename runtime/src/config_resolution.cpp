@@ -37,8 +37,9 @@ DeviceTarget assumed_device_target(const std::string& gpu_name, const std::strin
 namespace {
 
 std::string target_text(const DeviceTarget& t) {
-  return (t.gpu_name.empty() ? std::string("no GPU") : t.gpu_name) + (t.arch.empty() ? "" : " " + t.arch) + " (" +
-         std::to_string(t.smem_limit_bytes) + " bytes of shared memory per block)";
+  const std::string smem = std::to_string(t.smem_limit_bytes) + " bytes of shared memory per block";
+  if (t.gpu_name.empty()) return "a GPU of " + smem + " (assumed without a GPU)";
+  return t.gpu_name + " " + t.arch + " (" + smem + ")";
 }
 
 // An override is used as given or refused: kInvalidArgument when no GPU could build it, kUnsupported when

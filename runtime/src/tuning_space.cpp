@@ -95,25 +95,30 @@ std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_
   for (const TileConfig& c : fits) min_n = std::min(min_n, c.block_n);
   const std::int64_t max_m = std::max<std::int64_t>(seqlen_bucket(seqlen_q), min_m);
   const std::int64_t max_n = std::max<std::int64_t>(seqlen_bucket(seqlen_kv), min_n);
+  // Large, roughly square tiles: area reuses K/V (per query row) and Q (per key row); a side more than twice
+  // the other spends that reuse on one operand only.
+  const auto squarish = [](const TileConfig& c) { return c.block_m <= 2 * c.block_n && c.block_n <= 2 * c.block_m; };
   long largest_area = 0;
   for (const TileConfig& c : fits)
     if (c.block_m <= max_m && c.block_n <= max_n) largest_area = std::max(largest_area, long(c.block_m) * c.block_n);
   std::vector<TileConfig> quick;
   for (const TileConfig& c : fits)
-    if (c.block_m <= max_m && c.block_n <= max_n && 4L * c.block_m * c.block_n >= largest_area) quick.push_back(c);
+    if (c.block_m <= max_m && c.block_n <= max_n && squarish(c) && 4L * c.block_m * c.block_n >= largest_area)
+      quick.push_back(c);
   const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
   if (contains(fits, fallback) && !contains(quick, fallback)) quick.push_back(fallback);
   std::sort(quick.begin(), quick.end(), config_less);
   return quick;
 }
 
-std::vector<ForwardSpec> warm_forward_specs(const std::string& arch) {
+std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned) {
   const std::size_t smem = assumed_sm_limits(arch).smem_per_block_bytes;
   std::vector<ForwardSpec> specs;
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (int head_dim : {32, 64, 96, 128, 256})
       for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
         specs.push_back({dtype, head_dim, mask, default_forward_config(dtype, head_dim, smem)});
+  if (!with_tuned) return specs;
   const std::string nvrtc = nvrtc_version();
   for (const TuningEntry& entry : tuning_db_entries()) {
     if (entry.key.arch != arch || entry.key.nvrtc_version != nvrtc) continue;

@@ -168,4 +168,5 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   CHECK(added.mask == MaskKind::kCausalTopLeft);
   CHECK(added.tile == tuned);
   CHECK(warm_forward_specs("sm_80").size() == defaults.size() + 1);
+  CHECK(warm_forward_specs("sm_90a", false).size() == defaults.size());
 }

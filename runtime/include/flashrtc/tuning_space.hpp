@@ -50,14 +50,15 @@ FLASHRTC_API std::optional<TuneSpace> parse_tune_space(std::string_view name);
 /// kFull: every configuration of the dtype's kernel family (forward_config_space) whose shared memory and
 /// threads fit limits with at least one resident block. kQuick: of those, the tiles no larger than the
 /// sequence lengths' buckets whose area (block_m x block_n) is at least a quarter of the largest such area
-/// (big tiles reuse K and V the most, which wins at the lengths worth tuning), plus the built-in default.
+/// and whose sides are within a factor of two (large square-ish tiles reuse Q, K and V the most, which wins
+/// at the lengths worth tuning), plus the built-in default.
 FLASHRTC_API std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q,
                                                        std::int64_t seqlen_kv, TuneSpace space,
                                                        const SmLimits& limits);
 
 /// What `flashrtc compile --all` warms for arch: every dtype x head dim {32, 64, 96, 128, 256} x mask with
 /// the default tile for arch's shared memory, then every tuned entry of the tuning database for arch and
-/// this NVRTC version, without duplicates.
-FLASHRTC_API std::vector<ForwardSpec> warm_forward_specs(const std::string& arch);
+/// this NVRTC version (unless with_tuned is false), without duplicates; the defaults come first.
+FLASHRTC_API std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned = true);
 
 }  // namespace flashrtc
