@@ -68,6 +68,7 @@ int execute_info(bool has_gpu_only) {
   std::printf("nvrtc:     %s\n", nvrtc_version().c_str());
   print_device();
   std::printf("cache:     %s (%zu entries)\n", cache_root().string().c_str(), cache_entry_count());
+  std::printf("tuning:    %s (%zu entries)\n", tuning_db_path().string().c_str(), tuning_db_entries().size());
   print_environment();
   return kExitOk;
 }
