@@ -116,12 +116,11 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
   std::optional<std::pair<TileConfig, TileConfig>> pair;
   for (const TileConfig& a : space)
-    for (const TileConfig& b : space)
-      if (!pair && !(a == fallback) && a.block_m == b.block_m && a.block_n == b.block_n && a.stages == b.stages &&
-          a.warps != b.warps)
-        pair.emplace(a, b);
+    if (!pair && !(a == fallback))
+      if (const auto b = test::one_field_variant(space, a)) pair.emplace(a, *b);
   REQUIRE(pair.has_value());
   const TileConfig tuned = pair->first, with_env = pair->second;
+  const std::string env_text = test::single_field_override(tuned, with_env);
   record_tuning_entry(test::make_entry(
       make_tuning_key("Test GPU 141GB", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
   r = box.run(on_h200);
@@ -130,19 +129,22 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   CHECK(line_of(r.out, "source:").rfind("source:     tuned (tuning database entry for Test GPU 141GB sm_90a", 0) == 0);
   CHECK(line_of(r.out, "tuning db:").find("(1 entries)") != std::string::npos);
 
-  r = box.run(on_h200, {{"FLASHRTC_CONFIG", "warps=" + std::to_string(with_env.warps)}});
+  r = box.run(on_h200, {{"FLASHRTC_CONFIG", env_text}});
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config:") == "config:     " + to_string(with_env));
-  CHECK(line_of(r.out, "source:").rfind("source:     environment (FLASHRTC_CONFIG='warps=", 0) == 0);
+  CHECK(line_of(r.out, "source:").rfind("source:     environment (FLASHRTC_CONFIG='" + env_text + "'", 0) == 0);
   CHECK(line_of(r.out, "source:").find("over the tuned tile") != std::string::npos);
   CHECK(line_of(r.out, "tuned:").rfind("tuned:      " + to_string(tuned), 0) == 0);
 
+  const TileConfig given = space.front();
   std::vector<std::string> explicit_call = on_h200;
-  for (const char* arg : {"--block-m", "64", "--block-n", "64", "--warps", "4", "--stages", "1"})
+  for (const std::string& arg : {std::string("--block-m"), std::to_string(given.block_m), std::string("--block-n"),
+                                 std::to_string(given.block_n), std::string("--warps"), std::to_string(given.warps),
+                                 std::string("--stages"), std::to_string(given.stages)})
     explicit_call.push_back(arg);
-  r = box.run(explicit_call, {{"FLASHRTC_CONFIG", "warps=8"}});
+  r = box.run(explicit_call, {{"FLASHRTC_CONFIG", env_text}});
   REQUIRE(r.exit_code == 0);
-  CHECK(line_of(r.out, "config:") == "config:     block_m=64,block_n=64,warps=4,stages=1");
+  CHECK(line_of(r.out, "config:") == "config:     " + to_string(given));
   CHECK(line_of(r.out, "source:").rfind("source:     explicit", 0) == 0);
 
   r = box.run(on_h200, {{"FLASHRTC_CONFIG", "block_m=64,wraps=4"}});
@@ -274,20 +276,22 @@ TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CA
   Sandbox box("flashrtc-cli-warm");
   const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};
   // d=80 is no default head dim: only the tuned entry asks for it.
-  const TileConfig tuned = forward_config_space(DType::kFloat16, 80, kSmemBytesSm90).front();
+  const auto space = forward_config_space(DType::kFloat32, 80, kSmemBytesSm90);
+  REQUIRE_FALSE(space.empty());
+  const TileConfig tuned = space.front();
   record_tuning_entry(
-      test::make_entry(make_tuning_key("Test GPU", "sm_90a", DType::kFloat16, 80, MaskKind::kCausalBottomRight, 512, 512),
+      test::make_entry(make_tuning_key("Test GPU", "sm_90a", DType::kFloat32, 80, MaskKind::kCausalBottomRight, 512, 512),
                        tuned));
   // Under FLASHRTC_REQUIRE_CACHED every compile of an empty cache is refused, fast: the list shows without
   // compiling anything.
   Result r = box.run({"compile", "--all", "--arch", "sm_90a", "-j", "2"}, strict);
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("45 defaults, 1 tuned") != std::string::npos);
-  CHECK(r.out.find("fp16    80 causal-br  FAILED") != std::string::npos);
+  CHECK(r.out.find("fp32    80 causal-br  FAILED") != std::string::npos);
   CHECK(r.err.find("CompileDisallowed") != std::string::npos);
   CHECK(cache_entry_count() == 0);
 
-  const std::vector<std::string> one = {"compile", "--dtype", "fp16", "--head-dim", "80", "--mask", "causal-br",
+  const std::vector<std::string> one = {"compile", "--dtype", "fp32", "--head-dim", "80", "--mask", "causal-br",
                                         "--block-m", std::to_string(tuned.block_m), "--block-n",
                                         std::to_string(tuned.block_n), "--warps", std::to_string(tuned.warps),
                                         "--stages", std::to_string(tuned.stages), "--arch", "sm_90a"};

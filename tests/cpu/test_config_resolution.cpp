@@ -39,13 +39,20 @@ std::vector<TileConfig> others(const ConfigQuery& q, std::vector<TileConfig> avo
   return picked;
 }
 
-// A field value that none of the family's configurations uses, for the environment to change.
-TileConfig with_other_warps(const ConfigQuery& q, const TileConfig& base) {
-  for (const TileConfig& c : forward_config_space(q.dtype, q.head_dim, kSmemBytesSm90))
-    if (c.block_m == base.block_m && c.block_n == base.block_n && c.stages == base.stages && c.warps != base.warps)
-      return c;
-  FAIL("no configuration differs from " << to_string(base) << " in warps only");
-  return base;
+// A (base, variant, "field=value") triple of the family's space, base not the default: the variant is what
+// FLASHRTC_CONFIG="field=value" makes of base.
+struct Variant {
+  TileConfig base, variant;
+  std::string override_text;
+};
+Variant variant_pair(const ConfigQuery& q, const TileConfig& avoid, std::size_t smem = kSmemBytesSm80) {
+  const auto space = forward_config_space(q.dtype, q.head_dim, smem);
+  for (const TileConfig& base : space)
+    if (!(base == avoid))
+      if (const auto variant = test::one_field_variant(space, base))
+        return {base, *variant, test::single_field_override(base, *variant)};
+  FAIL("no two configurations of the family differ in one field");
+  return {};
 }
 
 }  // namespace
@@ -67,10 +74,10 @@ TEST_CASE("resolution: the default table when nothing else is set") {
 TEST_CASE("resolution: each source wins over the ones below it") {
   const ConfigQuery q = query();
   const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, kTarget.smem_limit_bytes);
-  const std::vector<TileConfig> picked = others(q, {fallback}, 2);
-  const TileConfig tuned = picked[0], explicit_tile = picked[1];
-  const TileConfig env_tile = with_other_warps(q, tuned);
-  const std::string env_text = "warps=" + std::to_string(env_tile.warps);
+  const Variant pair = variant_pair(q, fallback);
+  const TileConfig tuned = pair.base, env_tile = pair.variant;
+  const std::string env_text = pair.override_text;
+  const TileConfig explicit_tile = others(q, {fallback, tuned, env_tile}, 1)[0];
 
   SUBCASE("tuned over default") {
     test::TuningSandbox sandbox("flashrtc-resolve-tuned");
@@ -88,7 +95,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
     const ConfigResolution r = resolve_forward_config(q, kTarget);
     CHECK(r.source == ConfigSource::kEnvironment);
     CHECK(r.config == env_tile);
-    CHECK(r.config.block_m == tuned.block_m);
+    CHECK_FALSE(r.config == tuned);
     CHECK(r.why.find("over the tuned tile") != std::string::npos);
   }
   SUBCASE("environment over default") {
@@ -233,10 +240,11 @@ TEST_CASE("select_forward_spec resolves through FLASHRTC_CONFIG (no GPU: sm_80's
   p.q = p.k = p.v = p.o = TensorRef::bnhd(placeholder, 128, 2, 64);
   const ConfigQuery q = config_query(p);
   const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, kSmemBytesSm80);
-  const TileConfig wanted = with_other_warps(q, fallback);
+  const auto wanted = test::one_field_variant(forward_config_space(q.dtype, q.head_dim, kSmemBytesSm80), fallback);
+  REQUIRE(wanted.has_value());
   {
-    test::TuningSandbox sandbox("flashrtc-resolve-select", "warps=" + std::to_string(wanted.warps));
-    CHECK(select_forward_spec(p).tile == wanted);
+    test::TuningSandbox sandbox("flashrtc-resolve-select", test::single_field_override(fallback, *wanted));
+    CHECK(select_forward_spec(p).tile == *wanted);
     const ConfigResolution r = resolve_forward_config(p);
     CHECK(r.source == ConfigSource::kEnvironment);
     p.config = fallback;

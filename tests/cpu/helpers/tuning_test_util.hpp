@@ -1,7 +1,9 @@
 #pragma once
 // Shared by the tuning suites: a private tuning database and cache per test, and entries to put in it.
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "flashrtc/config.hpp"
@@ -33,6 +35,31 @@ class TuningSandbox {
   TempDir dir_;
   ConfigOverride config_;
 };
+
+/// "warps=8" when to differs from from in exactly one field; empty otherwise.
+inline std::string single_field_override(const TileConfig& from, const TileConfig& to) {
+  std::string text;
+  int differing = 0;
+  const auto field = [&](const char* name, int a, int b) {
+    if (a != b) {
+      ++differing;
+      text = std::string(name) + "=" + std::to_string(b);
+    }
+  };
+  field("block_m", from.block_m, to.block_m);
+  field("block_n", from.block_n, to.block_n);
+  field("warps", from.warps, to.warps);
+  field("stages", from.stages, to.stages);
+  return differing == 1 ? text : std::string();
+}
+
+/// A configuration of space that differs from base in exactly one field (so an override of that one field
+/// turns base into it), whatever the kernel family's space looks like.
+inline std::optional<TileConfig> one_field_variant(const std::vector<TileConfig>& space, const TileConfig& base) {
+  for (const TileConfig& c : space)
+    if (!single_field_override(base, c).empty()) return c;
+  return std::nullopt;
+}
 
 inline TuningEntry make_entry(const TuningKey& key, const TileConfig& config, double tflops = 10.0) {
   TuningEntry e;
