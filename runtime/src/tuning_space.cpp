@@ -83,10 +83,18 @@ bool contains(const std::vector<TileConfig>& configs, const TileConfig& c) {
 
 std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q, std::int64_t seqlen_kv,
                                           TuneSpace space, const SmLimits& limits) {
+  const auto fits_sm = [&](const TileConfig& c) {
+    return resident_blocks_per_sm(limits, c.warps * 32, 0, forward_smem_bytes(dtype, head_dim, c)) >= 1;
+  };
   std::vector<TileConfig> fits;
   for (const TileConfig& c : forward_config_space(dtype, head_dim, limits.smem_per_block_bytes))
-    if (resident_blocks_per_sm(limits, c.warps * 32, 0, forward_smem_bytes(dtype, head_dim, c)) >= 1)
-      fits.push_back(c);
+    if (fits_sm(c)) fits.push_back(c);
+  // The default is always a candidate, so a tune never ends slower than the call without it; the family's
+  // table may hold a default its enumeration does not list (e.g. a block_n of 96).
+  const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
+  if (!contains(fits, fallback) && fits_sm(fallback) &&
+      check_forward_config(dtype, head_dim, fallback, limits.smem_per_block_bytes).empty())
+    fits.push_back(fallback);
   std::sort(fits.begin(), fits.end(), config_less);
   if (space == TuneSpace::kFull || fits.empty()) return fits;
 
@@ -105,7 +113,6 @@ std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_
   for (const TileConfig& c : fits)
     if (c.block_m <= max_m && c.block_n <= max_n && squarish(c) && 4L * c.block_m * c.block_n >= largest_area)
       quick.push_back(c);
-  const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
   if (contains(fits, fallback) && !contains(quick, fallback)) quick.push_back(fallback);
   std::sort(quick.begin(), quick.end(), config_less);
   return quick;

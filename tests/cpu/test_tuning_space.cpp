@@ -47,9 +47,10 @@ TEST_CASE("tuning space: every candidate fits the shared memory, threads and SM 
         CHECK(forward_smem_bytes(dtype, head_dim, c) <= h100.smem_per_block_bytes);
         CHECK(resident_blocks_per_sm(h100, c.warps * 32, 0, forward_smem_bytes(dtype, head_dim, c)) >= 1);
       }
-      // Everything the family offers that fits is there.
+      // Everything the family offers that fits is there, and the default.
       for (const TileConfig& c : forward_config_space(dtype, head_dim, h100.smem_per_block_bytes))
         CHECK(contains(full, c));
+      CHECK(contains(full, default_forward_config(dtype, head_dim, h100.smem_per_block_bytes)));
 
       for (const SmLimits* limits : {&small, &few_threads, &small_sm}) {
         const auto bounded = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kFull, *limits);

@@ -47,8 +47,8 @@ FLASHRTC_API const char* to_string(TuneSpace space);  ///< "quick", "full"
 FLASHRTC_API std::optional<TuneSpace> parse_tune_space(std::string_view name);
 
 /// The configurations `flashrtc tune` tries for a call, in table order (block_m, block_n, warps, stages).
-/// kFull: every configuration of the dtype's kernel family (forward_config_space) whose shared memory and
-/// threads fit limits with at least one resident block. kQuick: of those, the tiles no larger than the
+/// kFull: every configuration of the dtype's kernel family (forward_config_space, and the built-in default)
+/// whose shared memory and threads fit limits with at least one resident block. kQuick: of those, the tiles no larger than the
 /// sequence lengths' buckets whose area (block_m x block_n) is at least a quarter of the largest such area
 /// and whose sides are within a factor of two (large square-ish tiles reuse Q, K and V the most, which wins
 /// at the lengths worth tuning), plus the built-in default.
