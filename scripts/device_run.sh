@@ -2,6 +2,9 @@
 # Runs on the GPU machine (device tool) from the repo root, after scripts/stage_device_build.sh here:
 #   gpu test suites, `flashrtc run --check`, and flashrtc's timings beside the peers' (same run, same GPU).
 # Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
+# Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
+# standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
+# summary of every cached tensor-core kernel).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -62,4 +65,35 @@ if [[ " $steps " == *" sweep "* ]]; then
       echo
     done 2>&1 | tee -a "$OUT/sweep_fp32.log"
   done
+fi
+
+if [[ " $steps " == *" binding "* ]]; then
+  python3 "$D/python/test_binding_gpu.py" -v 2>&1 | tee "$OUT/python_binding_gpu.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_binding_gpu.log"
+fi
+
+if [[ " $steps " == *" grid "* ]]; then
+  "$FR" bench 2>&1 | tee "$OUT/bench_grid.txt"
+fi
+
+if [[ " $steps " == *" compare "* ]]; then
+  # JSON lines to a file, the table (stderr) to the terminal and a log.
+  python3 "$D/python/compare.py" --json ${COMPARE_ARGS:-} 2>&1 >"$OUT/compare.jsonl" | tee "$OUT/compare.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/compare.txt"
+fi
+
+if [[ " $steps " == *" sass "* ]]; then
+  # SASS of every cached tensor-core kernel: HMMA in the loop, spills (STL/LDL) and the instruction mix.
+  # All disassemblies stay on the machine; those of the unmasked bf16 kernels come back.
+  sass=/tmp/flashrtc-sass
+  mkdir -p "$sass" "$OUT/sass"
+  for m in "$FLASHRTC_CACHE_DIR"/v1/*/*/meta.json; do
+    dir=$(dirname "$m")
+    grep -q attention_forward_mma "$m" || continue
+    name=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['kernel']; print('%s_d%s_%s_%sx%s_w%s_s%s' % (d['dtype'], d['head_dim'], d['mask'], d['block_m'], d['block_n'], d['warps'], d['stages']))" "$m")
+    f="$sass/$name.sass"
+    cuobjdump -sass "$dir/kernel.cubin" > "$f" 2>&1
+    [[ $name == bf16_*_none_* ]] && cp "$f" "$OUT/sass/"
+    echo "$name: HMMA $(grep -c HMMA "$f") LDSM $(grep -c LDSM "$f") STL $(grep -c STL "$f") LDL $(grep -c LDL "$f") lines $(wc -l < "$f")"
+  done 2>&1 | tee "$OUT/sass_summary.txt"
 fi

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Copies what the GPU machine needs into .devbuild/ (git-ignored; name it in the device tool's carry):
-# the flashrtc command, the runtime library, the gpu test binaries and the peers' benchmark script.
+# the flashrtc command, the runtime library, the gpu test binaries and the peers' benchmark script; and in
+# .devbuild/python/ the Python package (carrying its own copy of the library, where it looks first), its
+# gpu test, bench/compare.py and the peers' script beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -8,5 +10,10 @@ rm -rf .devbuild && mkdir -p .devbuild
 cp -a "$build"/host/flashrtc/flashrtc "$build"/runtime/libflashrtc.so* .devbuild/
 find "$build"/tests -maxdepth 1 -type f -name 'gpu_*' -perm -u+x -exec cp {} .devbuild/ \;
 cp ../shared/bench/sdpa_peers.py .devbuild/
-strip --strip-unneeded .devbuild/flashrtc .devbuild/gpu_* .devbuild/libflashrtc.so.* 2>/dev/null || true
+mkdir -p .devbuild/python/flashrtc
+cp python/flashrtc/*.py .devbuild/python/flashrtc/
+cp -L "$build"/runtime/libflashrtc.so.0 .devbuild/python/flashrtc/
+cp python/tests/test_binding_gpu.py bench/compare.py ../shared/bench/sdpa_peers.py .devbuild/python/
+strip --strip-unneeded .devbuild/flashrtc .devbuild/gpu_* .devbuild/libflashrtc.so.* \
+  .devbuild/python/flashrtc/libflashrtc.so.0 2>/dev/null || true
 du -sh .devbuild

@@ -35,6 +35,14 @@ CLI::Validator head_dim_validator() {
       "8..256, multiple of 8");
 }
 
+CLI::Validator layout_validator() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        return name == "bnhd" || name == "bhnd" ? std::string() : "unknown layout '" + name + "' (bnhd, bhnd)";
+      },
+      "bnhd|bhnd");
+}
+
 DType dtype_from(const std::string& name) {
   if (const auto dtype = parse_dtype(name)) return *dtype;
   throw UsageError("unknown dtype '" + name + "' (fp32, fp16, bf16)");

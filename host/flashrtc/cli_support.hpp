@@ -30,6 +30,7 @@ struct Command {
 Command add_info_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
 Command add_config_command(CLI::App& parent);
 Command add_tune_command(CLI::App& parent);
 Command add_cache_command(CLI::App& parent);
@@ -38,6 +39,7 @@ Command add_cache_command(CLI::App& parent);
 CLI::Validator dtype_validator();
 CLI::Validator mask_validator();
 CLI::Validator head_dim_validator();
+CLI::Validator layout_validator();  // bnhd | bhnd
 
 DType dtype_from(const std::string& name);
 MaskKind mask_from(const std::string& name);

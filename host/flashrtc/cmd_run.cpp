@@ -27,15 +27,6 @@ struct RunOptions {
   TileOptions tile;
 };
 
-CLI::Validator layout_validator() {
-  return CLI::Validator(
-      [](std::string& name) -> std::string {
-        return name == "bnhd" || name == "bhnd" ? std::string()
-                                                : "unknown layout '" + name + "' (bnhd, bhnd)";
-      },
-      "bnhd|bhnd");
-}
-
 // Validation needs pointers that look like device pointers (non-null, 16-byte aligned) before any device
 // exists, so that a bad shape is a usage error (exit 2) even on a machine without a GPU. Never dereferenced.
 alignas(16) const unsigned char kPlaceholder[16] = {};

@@ -16,6 +16,35 @@ flashrtc::TensorRef to_ref(const flashrtc_tensor& t) {
   return {t.data, t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim};
 }
 
+// Everything but the scale, whose two entry points read it differently. Throws for a null p or a
+// partial tile.
+flashrtc::ForwardParams from_c(const flashrtc_forward_params* p) {
+  if (!p) throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "params is null");
+  flashrtc::ForwardParams params;
+  params.dtype = static_cast<flashrtc::DType>(p->dtype);
+  params.batch = p->batch;
+  params.seqlen_q = p->seqlen_q;
+  params.seqlen_kv = p->seqlen_kv;
+  params.heads_q = p->heads_q;
+  params.heads_kv = p->heads_kv;
+  params.head_dim = p->head_dim;
+  params.q = to_ref(p->q);
+  params.k = to_ref(p->k);
+  params.v = to_ref(p->v);
+  params.o = to_ref(p->o);
+  params.lse = p->lse;
+  params.mask = static_cast<flashrtc::MaskKind>(p->mask);
+  params.stream = p->stream;
+  const bool any_tile = p->block_m || p->block_n || p->warps || p->stages;
+  if (any_tile) {
+    if (p->block_m <= 0 || p->block_n <= 0 || p->warps <= 0 || p->stages <= 0)
+      throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument,
+                            "block_m, block_n, warps, stages: give all four (> 0) or none");
+    params.config = flashrtc::TileConfig{p->block_m, p->block_n, p->warps, p->stages};
+  }
+  return params;
+}
+
 template <typename F>
 flashrtc_status guarded(F&& body) {
   try {
@@ -47,32 +76,18 @@ void flashrtc_forward_params_init(flashrtc_forward_params* p) {
 
 flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p) {
   return guarded([&] {
-    if (!p) throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "params is null");
-    flashrtc::ForwardParams params;
-    params.dtype = static_cast<flashrtc::DType>(p->dtype);
-    params.batch = p->batch;
-    params.seqlen_q = p->seqlen_q;
-    params.seqlen_kv = p->seqlen_kv;
-    params.heads_q = p->heads_q;
-    params.heads_kv = p->heads_kv;
-    params.head_dim = p->head_dim;
-    params.q = to_ref(p->q);
-    params.k = to_ref(p->k);
-    params.v = to_ref(p->v);
-    params.o = to_ref(p->o);
-    params.lse = p->lse;
+    flashrtc::ForwardParams params = from_c(p);
     if (p->softmax_scale > 0.f && std::isfinite(p->softmax_scale)) params.softmax_scale = p->softmax_scale;
     else if (std::isinf(p->softmax_scale))
       throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "softmax_scale is infinite");
-    params.mask = static_cast<flashrtc::MaskKind>(p->mask);
-    params.stream = p->stream;
-    const bool any_tile = p->block_m || p->block_n || p->warps || p->stages;
-    if (any_tile) {
-      if (p->block_m <= 0 || p->block_n <= 0 || p->warps <= 0 || p->stages <= 0)
-        throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument,
-                              "block_m, block_n, warps, stages: give all four (> 0) or none");
-      params.config = flashrtc::TileConfig{p->block_m, p->block_n, p->warps, p->stages};
-    }
+    flashrtc::attention_forward(params);
+  });
+}
+
+flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p, float softmax_scale) {
+  return guarded([&] {
+    flashrtc::ForwardParams params = from_c(p);
+    params.softmax_scale = softmax_scale;  // a non-finite value is rejected by the validation, naming it
     flashrtc::attention_forward(params);
   });
 }

@@ -55,6 +55,11 @@ void DeviceBuffer::fill_bytes(std::uint8_t value) {
   FLASHRTC_CU_CHECK(cuCtxSynchronize);
 }
 
+void DeviceBuffer::fill_bytes_async(std::uint8_t value, void* stream) {
+  if (bytes_)
+    FLASHRTC_CU_CHECK(cuMemsetD8Async, static_cast<CUdeviceptr>(ptr_), value, bytes_, static_cast<CUstream>(stream));
+}
+
 Stream::Stream() {
   detail::current_context();
   CUstream stream = nullptr;

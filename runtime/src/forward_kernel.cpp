@@ -34,13 +34,21 @@ const char* mask_name(MaskKind mask) {
   throw Error(ErrorCode::kInvalidArgument, "mask=" + std::to_string(static_cast<int>(mask)) + ": unknown mask kind");
 }
 
-// The one translation unit NVRTC compiles; its bytes never change, specializations are name expressions.
-constexpr const char* kForwardProgram = "#include \"flashrtc/attention_forward_simt.cuh\"\n";
+// The translation unit NVRTC compiles for a family; its bytes never change, specializations are name
+// expressions. Each includes only its own family's header: fewer bytes to parse per compile.
+const char* forward_program(KernelFamily family) {
+  return family == KernelFamily::kMma ? "#include \"flashrtc/attention_forward_mma.cuh\"\n"
+                                      : "#include \"flashrtc/attention_forward_simt.cuh\"\n";
+}
+
+std::string kernel_template_name(KernelFamily family) {
+  return std::string("attention_forward_") + to_string(family);
+}
 
 }  // namespace
 
 std::string forward_name_expression(const ForwardSpec& spec) {
-  return std::string("flashrtc::attention_forward_simt<") + element_type_name(spec.dtype) + ", " +
+  return "flashrtc::" + kernel_template_name(forward_kernel_family(spec.dtype)) + "<" + element_type_name(spec.dtype) + ", " +
          std::to_string(spec.head_dim) + ", " + std::to_string(spec.tile.block_m) + ", " +
          std::to_string(spec.tile.block_n) + ", " + std::to_string(spec.tile.warps) + ", " +
          std::to_string(spec.tile.stages) + ", " + mask_name(spec.mask) + ">";
@@ -70,20 +78,22 @@ CompileRequest forward_compile_request(const ForwardSpec& spec, const std::strin
   const std::string reason = check_forward_config(spec.dtype, spec.head_dim, spec.tile, kSmemBytesSm90);
   if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "tile config: " + reason);
 
+  const KernelFamily family = forward_kernel_family(spec.dtype);
+  const char* program = forward_program(family);
   const KernelSourceSet& sources = kernel_sources();
   CompileRequest request;
   request.nvrtc.program_name = "flashrtc_attention_forward.cu";
-  request.nvrtc.source = kForwardProgram;
+  request.nvrtc.source = program;
   request.nvrtc.headers = sources.files;
   request.nvrtc.name_expression = forward_name_expression(spec);
   // -Xptxas -v puts the resource report into the log; -lineinfo lets profilers map SASS to the .cuh lines.
   request.nvrtc.options = {"--gpu-architecture=" + arch, "--std=c++17", "-default-device", "-Xptxas=-v", "-lineinfo"};
-  request.inputs.source_hash = sources.hash + digest_hex(kForwardProgram);
+  request.inputs.source_hash = sources.hash + digest_hex(program);
   request.inputs.name_expression = request.nvrtc.name_expression;
   request.inputs.options = join_options(request.nvrtc.options);
   request.inputs.arch = arch;
   request.inputs.nvrtc_version = nvrtc_version_string();
-  request.description = {{"family", "attention_forward_simt"},
+  request.description = {{"family", kernel_template_name(family)},
                          {"dtype", std::string(to_string(spec.dtype))},
                          {"head_dim", spec.head_dim},
                          {"mask", std::string(to_string(spec.mask))},

@@ -2,33 +2,76 @@
 
 #include <iterator>
 
+#include "flashrtc/mma_forward_shape.cuh"
 #include "flashrtc/simt_forward_shape.cuh"
 
 namespace flashrtc {
 
 namespace {
 
-SimtForwardShape shape_of(DType dtype, int head_dim, const TileConfig& c) {
+SimtForwardShape simt_shape(DType dtype, int head_dim, const TileConfig& c) {
   return {head_dim, c.block_m, c.block_n, c.warps, c.stages, static_cast<int>(dtype_size(dtype))};
+}
+MmaForwardShape mma_shape(int head_dim, const TileConfig& c) { return {head_dim, c.block_m, c.block_n, c.warps, c.stages}; }
+
+// The family's own reason a shape is invalid, and its shared memory; both come from the constexpr shape
+// structs the kernels static_assert.
+const char* invalid_reason(DType dtype, int head_dim, const TileConfig& c) {
+  return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, c).invalid_reason()
+                                                            : simt_shape(dtype, head_dim, c).invalid_reason();
 }
 
 // The default tile per head dim: the first row whose max_head_dim covers the call, and in it the first
 // candidate that fits the shared memory at hand. Figures: fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md).
 // Every default compiles without spills for sm_80 and sm_90a (tests/cpu checks it).
+struct DefaultCandidate {
+  TileConfig tile;
+  // The candidate is taken only on GPUs with at least this much opt-in shared memory per block. Besides
+  // fitting the tile, it stands for the GPU generation: ptxas for sm_90 (227 KB) fits the widest tiles in
+  // 255 registers while ptxas for sm_80 (163 KB) spills them.
+  std::size_t min_smem_limit = 0;
+};
 struct DefaultTile {
   int max_head_dim;
-  TileConfig candidates[2];
+  DefaultCandidate candidates[2];
   const char* why;
 };
-constexpr TileConfig kNoTile{0, 0, 0, 0};
-constexpr DefaultTile kDefaultTiles[] = {
-    {32, {{128, 64, 4, 1}, kNoTile}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
-    {64, {{64, 64, 4, 1}, kNoTile}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
-    {128, {{128, 64, 8, 1}, {64, 32, 4, 1}},
+constexpr DefaultCandidate kNoTile{{0, 0, 0, 0}};
+constexpr DefaultTile kSimtDefaultTiles[] = {
+    {32, {{{128, 64, 4, 1}}, kNoTile}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
+    {64, {{{64, 64, 4, 1}}, kNoTile}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
+    {128, {{{128, 64, 8, 1}}, {{64, 32, 4, 1}}},
      "d=128: 128x64 ran 39 but needs 170 KB in fp32, over sm_80's 163 KB; 64x32 ran 34"},
-    {256, {{64, 64, 8, 1}, {64, 32, 8, 1}},
+    {256, {{{64, 64, 8, 1}}, {{64, 32, 8, 1}}},
      "d=256: 64x64 ran 33 but needs 217 KB in fp32; 64x32 ran 28; larger tiles pass 128 accumulators"},
 };
+
+// Tensor-core family (fp16/bf16): bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096
+// (docs/PERFORMANCE.md). 4 warps of 32 query rows each, two blocks per SM, K and V double buffered. Every
+// default compiles without spills for its arch (tests/cpu checks sm_80 and sm_90a).
+constexpr DefaultTile kMmaDefaultTiles[] = {
+    {32, {{{128, 64, 4, 2}}, kNoTile}, "d=32: the d=64 shape with fewer registers (189-203)"},
+    {64, {{{128, 96, 4, 2}, kSmemBytesSm90}, {{128, 64, 4, 2}}}, "d=64: 128x96 ran 326 TFLOP/s (causal 293), 128x64 323 (280)"},
+    {96, {{{128, 48, 4, 2}}, kNoTile}, "d=96: 281; 128x96 ran 290 but spills under causal masks"},
+    {128, {{{128, 64, 4, 2}, kSmemBytesSm90}, {{128, 32, 4, 2}}}, "d=128: 128x64 ran 372 (causal 323), 128x32 344 (293), 64x64 325"},
+    {256, {{{64, 32, 4, 2}}, kNoTile}, "d=256: 302; 64x64 with one stage ran 325 but spills 8 bytes"},
+};
+
+template <std::size_t N>
+TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+  const DefaultTile* row = std::prev(std::end(table));
+  for (const DefaultTile& candidate_row : table)
+    if (head_dim <= candidate_row.max_head_dim) {
+      row = &candidate_row;
+      break;
+    }
+  for (const DefaultCandidate& candidate : row->candidates)
+    if (candidate.tile.block_m > 0 && smem_limit_bytes >= candidate.min_smem_limit &&
+        forward_smem_bytes(dtype, head_dim, candidate.tile) <= smem_limit_bytes)
+      return candidate.tile;
+  // Nothing fits: the last real candidate, whose shared-memory error the launch will report.
+  return row->candidates[1].tile.block_m > 0 ? row->candidates[1].tile : row->candidates[0].tile;
+}
 
 }  // namespace
 
@@ -40,7 +83,9 @@ const char* to_string(KernelFamily family) {
   return "unknown";
 }
 
-KernelFamily forward_kernel_family(DType) { return KernelFamily::kSimt; }
+KernelFamily forward_kernel_family(DType dtype) {
+  return dtype == DType::kFloat32 ? KernelFamily::kSimt : KernelFamily::kMma;
+}
 
 std::string to_string(const TileConfig& c) {
   return "block_m=" + std::to_string(c.block_m) + ",block_n=" + std::to_string(c.block_n) +
@@ -48,23 +93,27 @@ std::string to_string(const TileConfig& c) {
 }
 
 std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config) {
-  return shape_of(dtype, head_dim, config).smem_bytes();
+  return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, config).smem_bytes()
+                                                            : simt_shape(dtype, head_dim, config).smem_bytes();
 }
 
 std::string check_forward_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) {
   if (config.block_m < 1 || config.block_m > 256) return "block_m=" + std::to_string(config.block_m) + ": must be in [1, 256]";
   if (config.block_n < 1 || config.block_n > 256) return "block_n=" + std::to_string(config.block_n) + ": must be in [1, 256]";
-  const SimtForwardShape shape = shape_of(dtype, head_dim, config);
-  if (const char* reason = shape.invalid_reason()) return std::string(reason) + " (" + to_string(config) + ")";
-  if (shape.smem_bytes() > smem_limit_bytes)
-    return "shared memory: " + to_string(config) + " needs " + std::to_string(shape.smem_bytes()) +
+  if (const char* reason = invalid_reason(dtype, head_dim, config))
+    return std::string(reason) + " (" + to_string(config) + ")";
+  const std::size_t smem = forward_smem_bytes(dtype, head_dim, config);
+  if (smem > smem_limit_bytes)
+    return "shared memory: " + to_string(config) + " needs " + std::to_string(smem) +
            " bytes at d=" + std::to_string(head_dim) + ", over the " + std::to_string(smem_limit_bytes) + " available";
   return {};
 }
 
 std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
   std::vector<TileConfig> space;
-  for (int block_m : {16, 32, 64, 128})
+  const bool mma = forward_kernel_family(dtype) == KernelFamily::kMma;
+  const std::vector<int> block_ms = mma ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{16, 32, 64, 128};
+  for (int block_m : block_ms)
     for (int block_n : {16, 32, 64, 128})
       for (int warps : {2, 4, 8})
         for (int stages : {1, 2}) {
@@ -75,15 +124,9 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
 }
 
 TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
-  const DefaultTile* row = std::prev(std::end(kDefaultTiles));
-  for (const DefaultTile& candidate_row : kDefaultTiles)
-    if (head_dim <= candidate_row.max_head_dim) {
-      row = &candidate_row;
-      break;
-    }
-  for (const TileConfig& config : row->candidates)
-    if (config.block_m > 0 && forward_smem_bytes(dtype, head_dim, config) <= smem_limit_bytes) return config;
-  return row->candidates[0];
+  return forward_kernel_family(dtype) == KernelFamily::kMma
+             ? pick_default(kMmaDefaultTiles, dtype, head_dim, smem_limit_bytes)
+             : pick_default(kSimtDefaultTiles, dtype, head_dim, smem_limit_bytes);
 }
 
 }  // namespace flashrtc

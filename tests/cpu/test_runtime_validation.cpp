@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -309,6 +310,23 @@ flashrtc_forward_params valid_c_params() {
 
 }  // namespace
 
+// The Python binding (python/flashrtc/_library.py) declares this struct with ctypes and its tests pin the
+// same numbers: a change here must change both.
+TEST_CASE("C API: flashrtc_forward_params layout") {
+  CHECK(sizeof(flashrtc_tensor) == 40);
+  CHECK(sizeof(flashrtc_forward_params) == 256);
+  CHECK(offsetof(flashrtc_forward_params, batch) == 8);
+  CHECK(offsetof(flashrtc_forward_params, head_dim) == 48);
+  CHECK(offsetof(flashrtc_forward_params, q) == 56);
+  CHECK(offsetof(flashrtc_forward_params, o) == 176);
+  CHECK(offsetof(flashrtc_forward_params, lse) == 216);
+  CHECK(offsetof(flashrtc_forward_params, softmax_scale) == 224);
+  CHECK(offsetof(flashrtc_forward_params, mask) == 228);
+  CHECK(offsetof(flashrtc_forward_params, stream) == 232);
+  CHECK(offsetof(flashrtc_forward_params, block_m) == 240);
+  CHECK(offsetof(flashrtc_forward_params, stages) == 252);
+}
+
 TEST_CASE("C API: flashrtc_forward_params_init fills defaults") {
   flashrtc_forward_params p;
   std::memset(&p, 0x7f, sizeof(p));
@@ -389,4 +407,34 @@ TEST_CASE("C API: a valid call without a GPU returns FLASHRTC_ERROR_NO_DEVICE") 
   CHECK(contains(flashrtc_last_error(), "NoDevice"));
   p.block_m = 32, p.block_n = 32, p.warps = 4, p.stages = 1;  // an explicit valid tile changes nothing
   CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
+}
+
+TEST_CASE("C API: flashrtc_attention_forward_with_scale takes the scale as given") {
+  CHECK(flashrtc_attention_forward_with_scale(nullptr, 0.5f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+  // Non-finite scales are errors here, NaN included: this entry point has no "default" spelling.
+  for (const float scale : {INFINITY, -INFINITY, std::nanf("")}) {
+    INFO("scale " << scale);
+    const flashrtc_forward_params p = valid_c_params();
+    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(flashrtc_last_error(), "softmax_scale"));
+  }
+  flashrtc_forward_params partial_tile = valid_c_params();
+  partial_tile.block_m = 64;
+  CHECK(flashrtc_attention_forward_with_scale(&partial_tile, 1.f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "block_m"));
+
+  if (device_available()) {
+    MESSAGE("a device is present; the no-device path of valid scales is not testable here");
+    return;
+  }
+  // 0 and negative scales pass validation (the plain entry point would read them as "default"), and the
+  // scale argument wins over the struct's field, even an infinite one the plain entry point rejects.
+  for (const float scale : {0.f, -0.125f, 3.f}) {
+    INFO("scale " << scale);
+    flashrtc_forward_params p = valid_c_params();
+    p.softmax_scale = INFINITY;
+    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_NO_DEVICE);
+    CHECK(contains(flashrtc_last_error(), "NoDevice"));
+  }
 }

@@ -50,6 +50,11 @@ typedef struct flashrtc_forward_params {
 /* Fills p with defaults (no tile override, default scale); the caller sets the rest. */
 FLASHRTC_API void flashrtc_forward_params_init(flashrtc_forward_params* p);
 FLASHRTC_API flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p);
+/* As flashrtc_attention_forward, with softmax_scale taken as given (any finite value, 0 and negative
+ * included) in place of p->softmax_scale, whose "<= 0 or NaN means the default" rule cannot express them.
+ * A new entry point rather than a new field, so binaries built against the older struct keep working. */
+FLASHRTC_API flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p,
+                                                                    float softmax_scale);
 FLASHRTC_API const char* flashrtc_last_error(void);
 FLASHRTC_API const char* flashrtc_status_name(flashrtc_status status);
 FLASHRTC_API const char* flashrtc_version(void);

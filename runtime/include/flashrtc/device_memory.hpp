@@ -26,6 +26,9 @@ class FLASHRTC_API DeviceBuffer {
   void copy_to_host(void* dst, std::size_t bytes) const;
   /// Fills every byte with value (synchronous), e.g. 0xFF to poison an output with NaNs.
   void fill_bytes(std::uint8_t value);
+  /// Fills every byte with value in stream order, without waiting: keeps the GPU busy while the host
+  /// queues what follows (a benchmark evicting the L2 cache between timed launches).
+  void fill_bytes_async(std::uint8_t value, void* stream);
 
  private:
   std::uintptr_t ptr_ = 0;

@@ -47,7 +47,9 @@ FLASHRTC_API std::string check_forward_config(DType dtype, int head_dim, const T
 FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes);
 
 /// The built-in default for a head dim, from the shared table: the fastest measured tile that fits
-/// smem_limit_bytes (the device's opt-in limit; sm_80's by default, which every GPU we target has).
+/// smem_limit_bytes (the device's opt-in limit; sm_80's by default, which every GPU we target has). The limit
+/// also stands for the GPU generation: some tiles are defaults only where it is sm_90's 227 KB, because
+/// ptxas fits them in registers for sm_90 but spills them for sm_80.
 FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes = kSmemBytesSm80);
 
 /// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.

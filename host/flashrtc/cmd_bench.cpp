@@ -1,0 +1,358 @@
+// `flashrtc bench`: forward attention over PERF.md's standard grid (or given shapes), timed by its
+// protocol: kernels compiled and warmed first, fresh random normal inputs, the L2 cache evicted before each
+// timed launch, CUDA-event median, TFLOP/s = 4 B H Nq Nk d (halved when causal) / median.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_plan.hpp"
+#include "cli_support.hpp"
+#include "flashrtc/device_memory.hpp"
+#include "host_tensors.hpp"
+
+namespace flashrtc::cli {
+
+namespace {
+
+// triton.testing.do_bench (the peers' timer) zeroes 256 MB before every timed call; so does this.
+constexpr std::size_t kL2FlushBytes = 256u << 20;
+
+struct BenchOptions {
+  std::vector<std::string> dtypes = {"bf16", "fp16"};
+  std::vector<std::string> masks = {"none", "causal"};
+  std::vector<std::int64_t> head_dims = kGridHeadDims;
+  std::vector<std::int64_t> seqlens = kGridSeqlens;
+  std::vector<std::string> shapes;
+  std::string layout = "bhnd";
+  int warmup = 10, iters = 100;
+  bool no_l2_flush = false, lse = false, json = false, dry_run = false;
+  std::uint64_t seed = 1;
+  TileOptions tile;
+};
+
+struct Measurement {
+  double median_ms = 0, min_ms = 0, compile_ms = 0;
+  CacheSource source = CacheSource::kCompiled;
+  std::string error;  // a point that failed on the device; the others still run
+};
+
+// Validation needs pointers that look like device pointers before any device exists, so that a bad shape
+// is a usage error (exit 2) even without a GPU. Never dereferenced.
+alignas(16) const unsigned char kPlaceholder[16] = {};
+
+struct Buffers {
+  const void *q = kPlaceholder, *k = kPlaceholder, *v = kPlaceholder, *o = kPlaceholder;
+  float* lse = nullptr;
+};
+
+ForwardParams params_for(const BenchPoint& point, Layout layout, const TileOptions& tile, const Buffers& b) {
+  const BenchShape& s = point.shape;
+  ForwardParams p;
+  p.dtype = point.dtype;
+  p.mask = point.mask;
+  p.batch = s.batch;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_kv = s.seqlen_kv;
+  p.head_dim = s.head_dim;
+  p.q = make_tensor_ref(layout, b.q, s.seqlen_q, s.heads_q, s.head_dim);
+  p.k = make_tensor_ref(layout, b.k, s.seqlen_kv, s.heads_kv, s.head_dim);
+  p.v = make_tensor_ref(layout, b.v, s.seqlen_kv, s.heads_kv, s.head_dim);
+  p.o = make_tensor_ref(layout, b.o, s.seqlen_q, s.heads_q, s.head_dim);
+  p.lse = b.lse;
+  if (tile.any()) p.config = tile.apply(default_forward_config(p.dtype, static_cast<int>(p.head_dim)));
+  return p;
+}
+
+std::int64_t q_elements(const BenchShape& s) {
+  return s.batch * s.seqlen_q * s.heads_q * s.head_dim;
+}
+std::int64_t kv_elements(const BenchShape& s) {
+  return s.batch * s.seqlen_kv * s.heads_kv * s.head_dim;
+}
+
+// The peers' rows name dtypes as torch does; the same names let the two streams of JSON lines be joined.
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+  }
+  return "?";
+}
+
+double median(std::vector<float> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+class Report {
+ public:
+  Report(bool json, const std::string& layout, const std::string& gpu)
+      : json_(json), layout_(layout), gpu_(gpu) {}
+
+  void header() const {
+    if (json_) return;
+    std::printf(kFormat, "dtype", "mask", "B", "H", "Hkv", "N", "Nk", "d", "tile (m,n,warps,stages)", "GFLOP",
+                "median ms", "min ms", "TFLOP/s");
+  }
+
+  void row(const BenchPoint& point, const ForwardParams& p, const ForwardSpec& spec,
+           const std::optional<Measurement>& m) const {
+    const BenchShape& s = point.shape;
+    const double flops = attention_flops(p);
+    if (json_) {
+      nlohmann::ordered_json j;
+      j["provider"] = "flashrtc";
+      j["mode"] = "fwd";
+      j["dtype"] = torch_dtype_name(point.dtype);
+      j["B"] = s.batch;
+      j["H"] = s.heads_q;
+      j["N"] = s.seqlen_q;
+      j["d"] = s.head_dim;
+      j["causal"] = point.mask != MaskKind::kNone;
+      j["Hkv"] = s.heads_kv;
+      j["Nk"] = s.seqlen_kv;
+      j["mask"] = std::string(to_string(point.mask));
+      j["layout"] = layout_;
+      j["tile"] = {{"block_m", spec.tile.block_m},
+                   {"block_n", spec.tile.block_n},
+                   {"warps", spec.tile.warps},
+                   {"stages", spec.tile.stages}};
+      j["gflop"] = flops / 1e9;
+      if (m && m->error.empty()) {
+        // Rounded as the peers' rows are: 4 decimals of ms, 1 of TFLOP/s.
+        j["ms"] = std::round(m->median_ms * 1e4) / 1e4;
+        j["min_ms"] = std::round(m->min_ms * 1e4) / 1e4;
+        j["tflops"] = std::round(flops / (m->median_ms * 1e-3) / 1e12 * 10) / 10;
+        j["compile_ms"] = m->compile_ms;
+        j["kernel_from"] = to_string(m->source);
+      } else if (m) {
+        j["error"] = m->error;
+      }
+      if (!gpu_.empty()) j["gpu"] = gpu_;
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    const auto text = [](auto value) { return std::to_string(value); };
+    const auto fixed = [](double value, const char* format) {
+      char out[32];
+      std::snprintf(out, sizeof(out), format, value);
+      return std::string(out);
+    };
+    const std::string tile = text(spec.tile.block_m) + "," + text(spec.tile.block_n) + "," +
+                             text(spec.tile.warps) + "," + text(spec.tile.stages);
+    std::string median_ms = "-", min_ms = "-", tflops = "-";
+    if (m && m->error.empty()) {
+      median_ms = fixed(m->median_ms, "%.4f");
+      min_ms = fixed(m->min_ms, "%.4f");
+      tflops = fixed(flops / (m->median_ms * 1e-3) / 1e12, "%.1f");
+    } else if (m) {
+      tflops = "error: " + m->error;
+    }
+    std::printf(kFormat, std::string(to_string(point.dtype)).c_str(),
+                std::string(to_string(point.mask)).c_str(), text(s.batch).c_str(), text(s.heads_q).c_str(),
+                text(s.heads_kv).c_str(), text(s.seqlen_q).c_str(), text(s.seqlen_kv).c_str(),
+                text(s.head_dim).c_str(), tile.c_str(), fixed(flops / 1e9, "%.1f").c_str(), median_ms.c_str(),
+                min_ms.c_str(), tflops.c_str());
+  }
+
+ private:
+  static constexpr const char* kFormat = "%-5s %-9s %4s %4s %4s %6s %6s %4s %-24s %9s %10s %10s %8s\n";
+  bool json_;
+  std::string layout_, gpu_;
+};
+
+// Every point checked, and its specialization chosen, before any device work: a bad --shape fails with
+// exit 2 on any machine, naming the point.
+std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
+                                    const TileOptions& tile) {
+  std::vector<ForwardSpec> specs;
+  for (const BenchPoint& point : points) {
+    try {
+      specs.push_back(select_forward_spec(params_for(point, layout, tile, Buffers{})));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
+      throw UsageError(std::string(to_string(point.dtype)) + " " + std::string(to_string(point.mask)) + " " +
+                       describe(point.shape) + ": " + e.message());
+    }
+  }
+  return specs;
+}
+
+// One point: fresh inputs, compile outside the timing, warm-up, then `iters` launches queued back to back,
+// each between its own pair of events and after an asynchronous L2 eviction, so the GPU never waits for the
+// host inside a timed interval (do_bench's protocol).
+Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string& arch, const BenchOptions& o,
+                    std::uint64_t seed, DeviceBuffer& q, DeviceBuffer& k, DeviceBuffer& v,
+                    DeviceBuffer* l2_flush, std::vector<unsigned char>& staging) {
+  const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
+  const std::int64_t kv_count = p.batch * p.seqlen_kv * p.heads_kv * p.head_dim;
+  fill_random_normal(p.dtype, staging, q_count, seed, 0);
+  q.copy_from_host(staging.data(), staging.size());
+  fill_random_normal(p.dtype, staging, kv_count, seed, 1);
+  k.copy_from_host(staging.data(), staging.size());
+  fill_random_normal(p.dtype, staging, kv_count, seed, 2);
+  v.copy_from_host(staging.data(), staging.size());
+  // A copy from pageable memory may return before its DMA ends, on the legacy stream, which the
+  // non-blocking stream below does not wait for.
+  device_synchronize();
+
+  Measurement m;
+  const CompiledKernelInfo kernel = compile_forward(spec, arch);
+  m.compile_ms = kernel.compile_ms;
+  m.source = kernel.source;
+
+  Stream stream;
+  p.stream = stream.handle();
+  for (int i = 0; i < std::max(1, o.warmup); ++i) attention_forward(p);  // the first loads the module
+  stream.synchronize();
+  std::vector<EventTimer> timers(static_cast<std::size_t>(o.iters));
+  for (EventTimer& timer : timers) {
+    if (l2_flush) l2_flush->fill_bytes_async(0, stream.handle());
+    timer.start(stream.handle());
+    attention_forward(p);
+    timer.stop(stream.handle());
+  }
+  stream.synchronize();
+  std::vector<float> times_ms;
+  for (const EventTimer& timer : timers) times_ms.push_back(timer.elapsed_ms());
+  m.median_ms = median(times_ms);
+  m.min_ms = *std::min_element(times_ms.begin(), times_ms.end());
+  return m;
+}
+
+std::vector<BenchShape> shapes_from(const BenchOptions& o) {
+  if (o.shapes.empty()) return standard_shapes(o.head_dims, o.seqlens);
+  std::vector<BenchShape> shapes;
+  for (const std::string& text : o.shapes) shapes.push_back(parse_bench_shape(text));
+  return shapes;
+}
+
+int execute_bench(const BenchOptions& o) {
+  std::vector<DType> dtypes;
+  for (const std::string& name : o.dtypes) dtypes.push_back(dtype_from(name));
+  std::vector<MaskKind> masks;
+  for (const std::string& name : o.masks) masks.push_back(mask_from(name));
+  const Layout layout = o.layout == "bnhd" ? Layout::kBnhd : Layout::kBhnd;
+  const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
+  const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile);
+
+  if (o.dry_run) {
+    const Report report(o.json, o.layout, "");
+    if (!o.json)
+      std::printf("%zu points; tiles as chosen for %s\n", points.size(),
+                  device_available() ? current_device().name.c_str() : "sm_80's shared memory (no GPU here)");
+    report.header();
+    for (std::size_t i = 0; i < points.size(); ++i)
+      report.row(points[i], params_for(points[i], layout, o.tile, Buffers{}), specs[i], std::nullopt);
+    return kExitOk;
+  }
+
+  if (!device_available())
+    throw Error(ErrorCode::kNoDevice, "no GPU: " + device_unavailable_reason() +
+                                          " (`flashrtc bench --dry-run` lists the points without one)");
+  const DeviceInfo device = current_device();
+  const std::string arch =
+      runtime_config().arch_override.empty() ? device.arch : runtime_config().arch_override;
+  if (!o.json)
+    std::printf("gpu: %s (%s, %d SMs); layout %s; %d warm-up and %d timed launches per point, L2 %s\n",
+                device.name.c_str(), arch.c_str(), device.multiprocessors, o.layout.c_str(), o.warmup,
+                o.iters, o.no_l2_flush ? "kept warm" : "evicted before each");
+
+  // One set of buffers, sized for the largest point, serves the whole plan.
+  std::int64_t q_max = 0, kv_max = 0, lse_max = 0;
+  std::size_t elem_max = 0;
+  for (const BenchPoint& point : points) {
+    elem_max = std::max(elem_max, dtype_size(point.dtype));
+    q_max = std::max(q_max, q_elements(point.shape));
+    kv_max = std::max(kv_max, kv_elements(point.shape));
+    lse_max = std::max(lse_max, point.shape.batch * point.shape.heads_q * point.shape.seqlen_q);
+  }
+  DeviceBuffer q(q_max * elem_max), k(kv_max * elem_max), v(kv_max * elem_max), out(q_max * elem_max);
+  DeviceBuffer lse(o.lse ? static_cast<std::size_t>(lse_max) * sizeof(float) : 0);
+  std::optional<DeviceBuffer> l2_flush;
+  if (!o.no_l2_flush) l2_flush.emplace(kL2FlushBytes);
+  const Buffers buffers{q.data(), k.data(), v.data(), out.data(),
+                        o.lse ? static_cast<float*>(lse.data()) : nullptr};
+
+  const Report report(o.json, o.layout, device.name);
+  report.header();
+  std::vector<unsigned char> staging;
+  int failed = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const ForwardParams p = params_for(points[i], layout, o.tile, buffers);
+    Measurement m;
+    try {
+      m = measure(p, specs[i], arch, o, o.seed + i, q, k, v, l2_flush ? &*l2_flush : nullptr, staging);
+    } catch (const Error& e) {
+      m.error = std::string(to_string(e.code())) + ": " + e.message();
+      ++failed;
+    }
+    report.row(points[i], p, specs[i], m);
+  }
+  if (failed) std::fprintf(stderr, "flashrtc: error: %d of %zu points failed\n", failed, points.size());
+  return failed ? kExitDevice : kExitOk;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand(
+      "bench",
+      "time the forward over PERF.md's standard grid (16k tokens, model dim 2048) or --shape: "
+      "CUDA-event median, TFLOP/s");
+  auto o = std::make_shared<BenchOptions>();
+  app->add_option("--dtype", o->dtypes, "element types, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(dtype_validator());
+  app->add_option("--mask", o->masks, "masks, comma-separated: none, causal (top-left), causal-br")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(mask_validator());
+  CLI::Option* head_dim = app->add_option("--head-dim", o->head_dims, "grid head dims (H = 2048 / d)")
+                              ->delimiter(',')
+                              ->capture_default_str()
+                              ->check(head_dim_validator());
+  CLI::Option* seqlen = app->add_option("--seqlen", o->seqlens, "grid sequence lengths (B = 16384 / N)")
+                            ->delimiter(',')
+                            ->capture_default_str()
+                            ->check(CLI::PositiveNumber);
+  app->add_option("--shape", o->shapes,
+                  "B,H,N,d[,Nk[,Hkv]] instead of the grid (repeatable): key length Nk and kv heads Hkv "
+                  "default to N and H")
+      ->excludes(head_dim)
+      ->excludes(seqlen);
+  app->add_option("--layout", o->layout,
+                  "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
+      ->capture_default_str()
+      ->check(layout_validator());
+  app->add_option("--warmup", o->warmup, "untimed launches per point (at least one runs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app->add_option("--iters", o->iters, "timed launches per point; the median is reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_flag("--no-l2-flush", o->no_l2_flush, "keep the L2 cache warm between timed launches");
+  app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
+  app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
+      ->capture_default_str();
+  app->add_flag("--json", o->json,
+                "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
+  app->add_flag("--dry-run", o->dry_run, "list the points, tiles and FLOPs without running (no GPU needed)");
+  o->tile.add_to(*app);
+  return {app, [o] { return execute_bench(*o); }};
+}
+
+}  // namespace flashrtc::cli

@@ -1,0 +1,357 @@
+#pragma once
+// Forward attention on tensor cores (fp16 / bf16 inputs, fp32 accumulation): FlashAttention-2's loop order
+// with mma.sync m16n8k16.
+//
+// One thread block owns block_m query rows of one (batch, head); each warp owns m_tiles 16-row slices of
+// them, so softmax never leaves the warp. Per key tile of block_n rows:
+//   S = Q K^T    Q fragments from registers (or shared memory when they do not fit), K by ldmatrix;
+//   softmax      running max and sum per row in registers, exp2 with the scale folded in;
+//   O += P V     P is S's accumulator registers repacked to 16-bit A fragments (m16n8 accumulators of two
+//                adjacent key tiles are exactly one m16k16 A fragment), V by ldmatrix.trans.
+// K and V stream through swizzled shared-memory buffers by cp.async, one or two tiles of each (`stages`);
+// the schedule of each is described at the prologue below.
+// Causal blocks past the diagonal are never visited; masks apply only to tiles that cross it or the end.
+#include "flashrtc/cp_async.cuh"
+#include "flashrtc/element_types.cuh"
+#include "flashrtc/forward_params.cuh"
+#include "flashrtc/mma.cuh"
+#include "flashrtc/mma_forward_shape.cuh"
+
+namespace flashrtc {
+
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const kernel::ForwardParams p) {
+  static_assert(sizeof(T) == 2, "the tensor-core kernel takes 16-bit inputs");
+  constexpr MmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
+  static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core forward kernel");
+  constexpr int kThreads = kShape.threads();
+  constexpr int kChunks = kShape.chunks();
+  constexpr int kPitch = kShape.pitch_chunks();
+  constexpr bool kSwizzle = kShape.swizzled();
+  constexpr int kMT = kShape.m_tiles();
+  constexpr int kNT = kBlockN / 8;                     // 8-column tiles of S
+  constexpr int kDT = kShape.head_dim_padded() / 8;   // 8-column tiles of O
+  constexpr int kKS = kShape.head_dim_padded() / 16;  // k-steps of Q K^T
+  constexpr int kPS = kBlockN / 16;                    // k-steps of P V
+  constexpr bool kQInRegs = kShape.q_in_registers();
+  constexpr bool kSkipRescale = kShape.o_floats() >= 128;
+  constexpr bool kCausal = kMask != kernel::Mask::kNone;
+  const float kNegInf = __int_as_float(0xff800000);
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const unsigned q_base = smem_address(smem_raw);
+  const unsigned k_base = q_base + kShape.q_smem_bytes();
+  const unsigned v_base = k_base + kStages * kShape.kv_stage_bytes();
+  // Byte offset of 16-byte chunk `chunk` of row `row` in a tile.
+  auto offset = [](int row, int chunk) -> unsigned {
+    return unsigned(row * kPitch + (kSwizzle ? (chunk ^ (row & 7)) : chunk)) * 16u;
+  };
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  const int m_linear = blockIdx.x % p.num_m_blocks;
+  const int bh = blockIdx.x / p.num_m_blocks;
+  const int head = bh % p.heads_q;
+  const int batch = bh / p.heads_q;
+  // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
+  const int m_block = kCausal ? p.num_m_blocks - 1 - m_linear : m_linear;
+  const long long m0 = static_cast<long long>(m_block) * kBlockM;
+  const int kv_head = head / p.kv_group;
+
+  const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
+  const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
+  const T* v_ptr = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
+  T* o_ptr = static_cast<T*>(p.o) + batch * p.o_stride_batch + head * p.o_stride_head;
+  float* lse_ptr = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
+
+  // Key j is visible to query i iff j <= i + diag (causal masks only).
+  const long long diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+  long long n_end = p.seqlen_kv;
+  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
+  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+
+  // Copies rows [row0, row0 + rows) of a [seq, head_dim] matrix into a tile; rows past rows_end and columns
+  // past head_dim read as zeros. When the block's threads cover whole rows of chunks, each thread copies one
+  // column chunk every kRowStep rows, so its addresses advance by constants instead of being recomputed.
+  auto load_tile = [&](unsigned dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
+    const long long left = rows_end - row0;  // rows of the matrix from row0 on
+    const int rows_left = left < rows ? static_cast<int>(left) : rows;
+    const T* tile_src = src + row0 * stride_seq;
+    if constexpr (kThreads % kChunks == 0) {
+      constexpr int kRowStep = kThreads / kChunks;
+      const int r = tid / kChunks;
+      const int chunk = tid % kChunks;
+      const bool chunk_valid = chunk * 8 < kHeadDim;
+      const T* row_src = tile_src + r * stride_seq + chunk * 8;
+      const long long step = kRowStep * stride_seq;
+#pragma unroll
+      for (int i = 0; i < (rows + kRowStep - 1) / kRowStep; ++i) {
+        const int rr = r + i * kRowStep;
+        if (rows % kRowStep != 0 && rr >= rows) break;
+        const bool valid = chunk_valid && rr < rows_left;
+        const unsigned d = (kSwizzle && kRowStep % 8 != 0) ? dst + offset(rr, chunk)
+                                                             : dst + offset(r, chunk) + unsigned(i * kRowStep * kPitch * 16);
+        cp_async_16(d, valid ? row_src : src, valid);
+        row_src += step;
+      }
+    } else {
+#pragma unroll
+      for (int c = tid; c < rows * kChunks; c += kThreads) {
+        const int r = c / kChunks;
+        const int chunk = c % kChunks;
+        const bool valid = r < rows_left && chunk * 8 < kHeadDim;
+        cp_async_16(dst + offset(r, chunk), valid ? tile_src + r * stride_seq + chunk * 8 : src, valid);
+      }
+    }
+  };
+  auto store_rows = [&](const unsigned char* tile) {  // the block's O rows from a tile in shared memory
+    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
+      const int r = c / kChunks;
+      const int chunk = c % kChunks;
+      const long long row = m0 + r;
+      if (row < p.seqlen_q && chunk * 8 < kHeadDim)
+        *reinterpret_cast<uint4*>(o_ptr + row * p.o_stride_seq + chunk * 8) =
+            *reinterpret_cast<const uint4*>(tile + offset(r, chunk));
+    }
+  };
+
+  if (num_n_blocks == 0) {  // every row of this block is fully masked: o = 0, lse = -inf
+    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
+      const long long row = m0 + c / kChunks;
+      const int chunk = c % kChunks;
+      if (row < p.seqlen_q && chunk * 8 < kHeadDim)
+        *reinterpret_cast<uint4*>(o_ptr + row * p.o_stride_seq + chunk * 8) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (lse_ptr)
+      for (int r = tid; r < kBlockM; r += kThreads)
+        if (m0 + r < p.seqlen_q) lse_ptr[m0 + r] = kNegInf;
+    return;
+  }
+
+  // Pipeline. One stage (FlashAttention-2's schedule): commit groups K0 (with Q), V0, K1, V1, ...; V(n) loads
+  // during S(n), K(n + 1) during softmax and P V(n); two barriers per tile. Two stages: each group is
+  // {K(n), V(n)}, issued a whole tile ahead into the buffers the previous tile freed; one barrier per tile.
+  load_tile(q_base, q_ptr, p.q_stride_seq, m0, p.seqlen_q, kBlockM);
+  load_tile(k_base, k_ptr, p.k_stride_seq, 0, p.seqlen_kv, kBlockN);
+  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, 0, p.seqlen_kv, kBlockN);
+  cp_async_commit();
+
+  const int warp_row0 = warp * 16 * kMT;  // first row of this warp's slices, relative to m0
+  // ldmatrix reads row row0 + lane_row, chunk 2 * step + lane_chunk of a tile, with row0 a multiple of 8:
+  //   Q (A operand):        lane_row = lane % 16,                       lane_chunk = lane / 16;
+  //   K (B of Q K^T):       lane_row = lane % 8 + 8 * (lane / 16),      lane_chunk = (lane / 8) % 2;
+  //   V (B of P V, .trans): lane_row = lane % 8 + 8 * ((lane / 8) % 2), lane_chunk = lane / 16.
+  // Each lane keeps one base address per operand, its (lane_row, lane_chunk) in the tile. Swizzled rows hold
+  // 8k chunks and tiles start 128-byte aligned, so moving to chunk 2 * step only flips bits 5-6 of the
+  // address for step % 4 and adds 128-byte groups for step / 4: one XOR with an immediate, the rest folds
+  // into the instruction's offset.
+  auto ld_address = [](unsigned lane_base, int row0, int step) -> unsigned {
+    if constexpr (kSwizzle)
+      return (lane_base ^ unsigned((step % 4) * 32)) + unsigned(row0 * kPitch * 16 + (step / 4) * 128);
+    else
+      return lane_base + unsigned(row0 * kPitch * 16 + step * 32);
+  };
+  const unsigned q_lane = q_base + offset(lane % 16, lane / 16);
+  const unsigned k_lane = k_base + offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+  const unsigned v_lane = v_base + offset(lane % 8 + 8 * ((lane / 8) % 2), lane / 16);
+
+  float acc_o[kMT][kDT][4];
+  float m_run[kMT][2];
+  float l_run[kMT][2];  // this lane's part of the row sum; the quad's parts are added at the end
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_run[mt][h] = kNegInf, l_run[mt][h] = 0.f;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.f;
+  }
+  unsigned q_frag[kQInRegs ? kMT : 1][kQInRegs ? kKS : 1][4];
+
+  for (int n = 0; n < num_n_blocks; ++n) {
+    const int stage = kStages == 1 ? 0 : n % kStages;
+    const unsigned k_lane_stage = k_lane + stage * kShape.kv_stage_bytes();
+    const unsigned v_lane_stage = v_lane + stage * kShape.kv_stage_bytes();
+    const long long n0 = static_cast<long long>(n) * kBlockN;
+
+    cp_async_wait<0>();
+    // K(n) (two stages: and V(n)) is visible, and every warp is done with tile n - 1: its buffers can refill.
+    __syncthreads();
+    if constexpr (kStages == 1) {
+      load_tile(v_base, v_ptr, p.v_stride_seq, n0, p.seqlen_kv, kBlockN);
+      cp_async_commit();
+    } else if (n + 1 < num_n_blocks) {
+      const unsigned next_stage = ((n + 1) % 2) * kShape.kv_stage_bytes();
+      const long long next0 = n0 + kBlockN;
+      load_tile(k_base + next_stage, k_ptr, p.k_stride_seq, next0, p.seqlen_kv, kBlockN);
+      load_tile(v_base + next_stage, v_ptr, p.v_stride_seq, next0, p.seqlen_kv, kBlockN);
+      cp_async_commit();
+    }
+    if constexpr (kQInRegs) {
+      if (n == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < kKS; ++ks)
+            ldmatrix_x4(q_frag[mt][ks], ld_address(q_lane, warp_row0 + mt * 16, ks));
+      }
+    }
+
+    float acc_s[kMT][kNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) {
+      unsigned a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[mt][ks][e];
+        } else {
+          ldmatrix_x4(a[mt], ld_address(q_lane, warp_row0 + mt * 16, ks));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        unsigned b[4];
+        ldmatrix_x4(b, ld_address(k_lane_stage, 16 * np, ks));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816<T>(acc_s[mt][2 * np], a[mt], b[0], b[1]);
+          mma_16816<T>(acc_s[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    if constexpr (kStages == 1) {
+      cp_async_wait<0>();
+      __syncthreads();  // V(n) is visible, and every warp is done with K(n): its buffer can refill
+      if (n + 1 < num_n_blocks) {
+        load_tile(k_base, k_ptr, p.k_stride_seq, n0 + kBlockN, p.seqlen_kv, kBlockN);
+        cp_async_commit();
+      }
+    }
+
+    // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
+    const bool needs_mask = n0 + kBlockN > p.seqlen_kv || (kCausal && n0 + kBlockN - 1 > m0 + diag);
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] *= p.scale_log2;
+    if (needs_mask) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const long long row = m0 + warp_row0 + mt * 16 + lane / 4 + 8 * h;
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const long long col = n0 + nt * 8 + 2 * (lane % 4) + i;
+              if (col >= p.seqlen_kv || (kCausal && col > row + diag)) acc_s[mt][nt][2 * h + i] = kNegInf;
+            }
+        }
+    }
+
+    // Online softmax; each row lives in the 4 lanes of a quad.
+    float alpha[kMT][2];
+    bool rescale = false;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float row_max = kNegInf;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) row_max = fmaxf(row_max, fmaxf(acc_s[mt][nt][2 * h], acc_s[mt][nt][2 * h + 1]));
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+        const float m_new = fmaxf(m_run[mt][h], row_max);
+        // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
+        const float m_use = m_new == kNegInf ? 0.f : m_new;
+        alpha[mt][h] = fast_exp2(m_run[mt][h] - m_use);
+        rescale |= m_new != m_run[mt][h];
+        m_run[mt][h] = m_new;
+        float row_sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const float pv = fast_exp2(acc_s[mt][nt][2 * h + i] - m_use);
+            acc_s[mt][nt][2 * h + i] = pv;
+            row_sum += pv;
+          }
+        l_run[mt][h] = l_run[mt][h] * alpha[mt][h] + row_sum;
+      }
+    // Once the running maxima settle, most tiles change none of them: skip the O rescale (a multiply per
+    // accumulator) for the whole warp unless some row's maximum moved. Small O tiles rescale every time: the
+    // vote costs more than it saves there (measured at d = 64).
+    if (!kSkipRescale || __any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= alpha[mt][e / 2];
+    }
+
+#pragma unroll
+    for (int ps = 0; ps < kPS; ++ps) {
+      unsigned a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = pack2<T>(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1]);
+        a[mt][1] = pack2<T>(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3]);
+        a[mt][2] = pack2<T>(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1]);
+        a[mt][3] = pack2<T>(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kDT / 2; ++dp) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, ld_address(v_lane_stage, 16 * ps, dp));
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816<T>(acc_o[mt][2 * dp], a[mt], b[0], b[1]);
+          mma_16816<T>(acc_o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with Q and the K/V buffers: the Q tile takes O for coalesced stores
+
+  constexpr float kLn2 = 0.6931471805599453f;
+  unsigned char* o_tile = smem_raw;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_run[mt][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv_l = l > 0.f ? 1.f / l : 0.f;
+      const int r = warp_row0 + mt * 16 + lane / 4 + 8 * h;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const unsigned packed = pack2<T>(acc_o[mt][dt][2 * h] * inv_l, acc_o[mt][dt][2 * h + 1] * inv_l);
+        *reinterpret_cast<unsigned*>(o_tile + offset(r, dt) + 4 * (lane % 4)) = packed;
+      }
+      // log2f, not the approximate __log2f: once per row, and lg2.approx is off by ~2^-22 even at l = 1.
+      if (lse_ptr && lane % 4 == 0 && m0 + r < p.seqlen_q)
+        lse_ptr[m0 + r] = l > 0.f ? (m_run[mt][h] + log2f(l)) * kLn2 : kNegInf;
+    }
+  __syncthreads();
+  store_rows(o_tile);
+}
+
+}  // namespace flashrtc

@@ -1,0 +1,287 @@
+"""flashrtc.attention: argument checks and marshalling into one flashrtc_attention_forward call."""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+from . import _library
+from ._errors import InvalidArgumentError, UnsupportedError, error_for_status
+from ._streams import dlpack_stream, stream_handle
+from ._tensors import KIND_CAI, KIND_TORCH, TensorView, cai_stream, kind_of, view
+
+# Which dimension of a 4-d tensor is batch, sequence, head and head dim.
+LAYOUTS = {"bhnd": (0, 2, 1, 3), "bnhd": (0, 1, 2, 3)}
+_LAYOUT_TEXT = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]"}
+_CAUSAL = {False: _library.MASK_NONE, True: _library.MASK_CAUSAL_TOP_LEFT,
+           "top-left": _library.MASK_CAUSAL_TOP_LEFT, "bottom-right": _library.MASK_CAUSAL_BOTTOM_RIGHT}
+_TILE_FIELDS = ("block_m", "block_n", "warps", "stages")
+
+
+def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_lse: bool = False,
+              layout: str = "bhnd", config=None, out=None, lse_out=None, stream=None):
+    """Forward attention, o = softmax(scale * q k^T + mask) v, with fp32 accumulation.
+
+    q: [B, Hq, Nq, d]; k, v: [B, Hkv, Nk, d] (layout="bhnd", PyTorch SDPA's order; layout="bnhd" reads
+    [B, N, H, d], FlashAttention's). Strides come from the tensors, so contiguous tensors, transposed views
+    of the other order and padded views work without copies; the head dim must be contiguous and every
+    other stride a multiple of 16 bytes. dtype float16, bfloat16 or float32, the same for q, k, v; d a
+    multiple of 8 up to 256; Hq a multiple of Hkv (GQA, MQA); any Nq, Nk >= 1.
+
+    Tensors: torch tensors, or objects with __cuda_array_interface__ or __dlpack__ (these need out=, and
+    lse_out= for the lse: only torch can allocate them here).
+    causal: False; True or "top-left" (key j visible to query i iff j <= i, SDPA's is_causal);
+        "bottom-right" (j <= i + Nk - Nq, FlashAttention's). A query that sees no key gets 0 and lse -inf.
+    scale: softmax scale, default 1/sqrt(d); any finite value.
+    return_lse: also return the log-sum-exp, float32 [B, Hq, Nq], natural log.
+    config: explicit tile (block_m, block_n, warps, stages), as a sequence, a mapping or an object with
+        those attributes; default: flashrtc's table.
+    out: where to write o (shape, dtype and device of q; any valid strides); default torch.empty_like(q).
+    lse_out: where to write the lse (float32 [B, Hq, Nq], contiguous); implies it is computed.
+    stream: CUstream handle or stream object; default: PyTorch's current stream on q's device for torch
+        tensors, else the stream a __cuda_array_interface__ names, else the legacy default stream.
+
+    Asynchronous on that stream. Returns o, or (o, lse) with return_lse. Raises TypeError for objects that
+    are not tensors, InvalidArgumentError (a ValueError) for wrong values, whichever side found them,
+    LibraryNotFoundError when libflashrtc.so cannot be loaded, and the FlashrtcError subclass of the C
+    API's status otherwise (NoDeviceError, NvrtcError with the compile log, DriverError, ...).
+    """
+    call = prepare(q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout, config=config,
+                   out=out, lse_out=lse_out, stream=stream)
+    launch(call)
+    return (call.out, call.lse) if return_lse else call.out
+
+
+class Call(NamedTuple):
+    """A checked call: the C struct and what keeps its memory alive until the launch returns."""
+    params: _library.ForwardParams
+    scale: Optional[float]  # None: the default, through the plain entry point
+    out: object
+    lse: object
+    views: tuple            # holds DLPack capsules
+    torch_device: Optional[int]  # the device to make current for torch tensors
+
+
+def prepare(q, k, v, *, causal=False, scale=None, return_lse=False, layout="bhnd", config=None, out=None,
+            lse_out=None, stream=None) -> Call:
+    """Everything attention() does short of launching: checks, outputs, the C struct."""
+    if layout not in LAYOUTS:
+        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    mask = _mask(causal)
+    tile = _tile(config)
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) and not hasattr(scale, "__float__"):
+            raise TypeError(f"scale: expected a number, got {type(scale).__qualname__}")
+        scale = float(scale)
+
+    kinds = [kind_of(x) for x in (q, k, v)]
+    torch_mode = kinds[0] == KIND_TORCH
+    handle = _resolve_stream(stream, q, kinds, torch_mode)
+    export_stream = dlpack_stream(handle)
+    qv, kv, vv = (view(name, x, export_stream) for name, x in (("q", q), ("k", k), ("v", v)))
+    for name, t in (("q", qv), ("k", kv), ("v", vv)):
+        if len(t.shape) != 4:
+            raise InvalidArgumentError(f"{name} has shape {t.shape}: expected 4 dims, {_LAYOUT_TEXT[layout]} "
+                                       f"(layout={layout!r})")
+    if qv.dtype not in _library.DTYPES:
+        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
+    for name, t in (("k", kv), ("v", vv)):
+        if t.dtype != qv.dtype:
+            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    _check_same_device((("q", qv), ("k", kv), ("v", vv)))
+    if torch_mode:
+        _check_no_grad(q, k, v)
+
+    b, s, h, d = LAYOUTS[layout]
+    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
+    if kv.shape != vv.shape:
+        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
+    seqlen_kv, heads_kv = kv.shape[s], kv.shape[h]
+    if kv.shape[b] != batch:
+        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
+    if kv.shape[d] != head_dim:
+        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
+
+    torch_stream = _torch_stream(stream, handle, q) if torch_mode and stream is not None else None
+    ov = _output_view(out, q, torch_mode, torch_stream, export_stream)
+    lse_wanted = return_lse or lse_out is not None
+    lse_shape = (batch, heads_q, seqlen_q)
+    lv = _lse_view(lse_out, lse_shape, q, torch_mode, torch_stream, export_stream) if lse_wanted else None
+    if ov.view.shape != qv.shape:
+        raise InvalidArgumentError(f"out has shape {ov.view.shape}, q has {qv.shape}: they must match")
+    if ov.view.dtype != qv.dtype:
+        raise InvalidArgumentError(f"out has dtype {ov.view.dtype}, q has {qv.dtype}: they must match")
+    if ov.view.readonly:
+        raise InvalidArgumentError("out is read-only")
+    _check_same_device((("q", qv), ("out", ov.view)) + ((("lse_out", lv.view),) if lv else ()))
+
+    library = _library.load()
+    if scale is not None and library.forward_with_scale is None and not (scale > 0 and math.isfinite(scale)):
+        raise UnsupportedError(f"scale={scale}: {library.path} predates flashrtc_attention_forward_with_scale "
+                               "and takes only positive scales; rebuild it")
+
+    p = _library.ForwardParams()
+    p.dtype = _library.DTYPES[qv.dtype]
+    p.batch, p.seqlen_q, p.seqlen_kv = batch, seqlen_q, seqlen_kv
+    p.heads_q, p.heads_kv, p.head_dim = heads_q, heads_kv, head_dim
+    p.q, p.k, p.v, p.o = (_tensor_struct(t, layout) for t in (qv, kv, vv, ov.view))
+    p.lse = lv.view.ptr if lv else None
+    p.softmax_scale = scale if scale is not None and library.forward_with_scale is None else 0.0
+    p.mask = mask
+    p.stream = handle or None
+    p.block_m, p.block_n, p.warps, p.stages = tile
+    views = (qv, kv, vv, ov.view) + ((lv.view,) if lv else ())
+    return Call(p, scale if library.forward_with_scale else None, ov.obj, lv.obj if lv else None, views,
+                qv.device if torch_mode else None)
+
+
+def launch(call: Call) -> None:
+    """Calls the C API; raises the FlashrtcError subclass of a failed status with flashrtc's message."""
+    library = _library.load()
+    if call.torch_device is not None:
+        import torch  # present: the inputs are torch tensors
+        if torch.cuda.current_device() != call.torch_device:
+            with torch.cuda.device(call.torch_device):  # flashrtc launches in the current device's context
+                return _checked(library, call)
+    _checked(library, call)
+
+
+def _checked(library, call: Call) -> None:
+    params = call.params
+    if call.scale is None:
+        status = library.forward(params)
+    else:
+        status = library.forward_with_scale(params, call.scale)
+    if status != 0:
+        raise error_for_status(status, library.last_error().decode(errors="replace"))
+
+
+def _mask(causal) -> int:
+    key = None
+    if isinstance(causal, str):
+        key = causal
+    elif isinstance(causal, int) and causal in (0, 1):  # bools, and 0 / 1
+        key = bool(causal)
+    if key not in _CAUSAL:
+        raise InvalidArgumentError(f"causal={causal!r}: must be False, True (= 'top-left', SDPA's is_causal) "
+                                   "or 'bottom-right'")
+    return _CAUSAL[key]
+
+
+def _tile(config) -> tuple:
+    if config is None:
+        return (0, 0, 0, 0)
+    if isinstance(config, dict):
+        missing = [f for f in _TILE_FIELDS if f not in config]
+        if missing or len(config) != 4:
+            raise InvalidArgumentError(f"config={config!r}: give exactly {', '.join(_TILE_FIELDS)}")
+        values = tuple(config[f] for f in _TILE_FIELDS)
+    elif all(hasattr(config, f) for f in _TILE_FIELDS):
+        values = tuple(getattr(config, f) for f in _TILE_FIELDS)
+    elif isinstance(config, (tuple, list)):
+        if len(config) != 4:
+            raise InvalidArgumentError(f"config={config!r}: give 4 values, ({', '.join(_TILE_FIELDS)})")
+        values = tuple(config)
+    else:
+        raise TypeError(f"config: expected (block_m, block_n, warps, stages), a mapping or an object with those "
+                        f"attributes, got {type(config).__qualname__}")
+    for field, value in zip(_TILE_FIELDS, values):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value >= 2 ** 31:
+            raise InvalidArgumentError(f"config: {field}={value!r} must be a positive integer")
+    return values
+
+
+def _resolve_stream(stream, q, kinds, torch_mode) -> int:
+    if stream is not None:
+        return stream_handle(stream)
+    if torch_mode and q.device.type == "cuda":  # a CPU q is reported by its view, with a clearer message
+        import torch
+        return torch.cuda.current_stream(q.device).cuda_stream
+    if kinds[0] == KIND_CAI:
+        named = cai_stream(q)
+        if named is not None:
+            return named
+    return 0
+
+
+def _torch_stream(stream, handle, q):
+    """The torch stream for an explicit stream, so torch's allocator ties the outputs to the stream that
+    writes them."""
+    import torch
+    if isinstance(stream, torch.cuda.Stream):
+        return stream
+    if handle == 0:  # NULL, the legacy default stream: torch's default stream
+        return torch.cuda.default_stream(q.device)
+    return torch.cuda.ExternalStream(handle, device=q.device)
+
+
+class _Output(NamedTuple):
+    obj: object
+    view: TensorView
+
+
+def _output_view(given, q, torch_mode, torch_stream, export_stream) -> _Output:
+    if given is not None:
+        return _Output(given, view("out", given, export_stream))
+    if not torch_mode:
+        raise InvalidArgumentError(f"q is a {kind_of(q)} object, not a torch tensor: pass out= (and lse_out= "
+                                   "for the lse), flashrtc allocates only torch tensors")
+    import torch
+    with _maybe_stream(torch, torch_stream):
+        o = torch.empty_like(q)  # q's strides when q is dense, so a transposed view gets its own layout back
+    return _Output(o, view("out", o))
+
+
+def _lse_view(given, shape, q, torch_mode, torch_stream, export_stream) -> _Output:
+    if given is None:
+        if not torch_mode:
+            raise InvalidArgumentError(f"q is a {kind_of(q)} object, not a torch tensor: pass lse_out= "
+                                       f"(float32 {list(shape)}) for the lse")
+        import torch
+        with _maybe_stream(torch, torch_stream):
+            given = torch.empty(shape, dtype=torch.float32, device=q.device)
+    lv = view("lse_out", given, export_stream)
+    if lv.dtype != "float32":
+        raise InvalidArgumentError(f"lse_out has dtype {lv.dtype}: it must be float32")
+    if lv.shape != shape:
+        raise InvalidArgumentError(f"lse_out has shape {lv.shape}: it must be [B, Hq, Nq] = {list(shape)}")
+    expected = (shape[1] * shape[2], shape[2], 1)
+    if any(n > 1 and st != e for n, st, e in zip(shape, lv.strides, expected)):
+        raise InvalidArgumentError(f"lse_out has strides {lv.strides}: it must be contiguous")
+    if lv.readonly:
+        raise InvalidArgumentError("lse_out is read-only")
+    return _Output(given, lv)
+
+
+class _NoContext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _maybe_stream(torch, torch_stream):
+    return torch.cuda.stream(torch_stream) if torch_stream is not None else _NoContext()
+
+
+def _check_same_device(named_views) -> None:
+    known = [(name, t.device) for name, t in named_views if t.device is not None]
+    for name, device in known[1:]:
+        if device != known[0][1]:
+            raise InvalidArgumentError(f"{name} is on cuda:{device}, {known[0][0]} on cuda:{known[0][1]}: "
+                                       "all tensors must be on one device")
+
+
+def _check_no_grad(*tensors) -> None:
+    import torch
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors if kind_of(t) == KIND_TORCH):
+        raise InvalidArgumentError("flashrtc.attention has no backward: call it under torch.no_grad() or "
+                                   "torch.inference_mode(), or pass tensors that do not require grad")
+
+
+def _tensor_struct(t: TensorView, layout: str) -> _library.Tensor:
+    # A dimension of extent 1 is never stepped over, so its stride is free; torch gives such dimensions
+    # arbitrary strides (e.g. after unsqueeze), which the library's 16-byte rule would reject for no reason.
+    strides = [0 if n == 1 else st for n, st in zip(t.shape, t.strides)]
+    b, s, h, d = LAYOUTS[layout]
+    return _library.Tensor(t.ptr or None, strides[b], strides[s], strides[h], strides[d])

@@ -1,0 +1,126 @@
+"""Finding and loading libflashrtc.so, and the C API's types (flashrtc/c_api.h) as ctypes declarations.
+
+Nothing is loaded at import: the first call that needs the library loads it, so `import flashrtc` works on
+any machine, and a missing library is an error at that call naming every place that was tried.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+from ._errors import LibraryNotFoundError
+
+ENV_VARIABLE = "FLASHRTC_LIBRARY"
+# The unversioned name is a development symlink; the soname is what an install or a staged copy has.
+_FILE_NAMES = ("libflashrtc.so", "libflashrtc.so.0")
+_SONAME = "libflashrtc.so.0"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class Tensor(ctypes.Structure):
+    """flashrtc_tensor: [batch, seq, head, dim] with element strides."""
+    _fields_ = [("data", ctypes.c_void_p), ("stride_batch", ctypes.c_int64), ("stride_seq", ctypes.c_int64),
+                ("stride_head", ctypes.c_int64), ("stride_dim", ctypes.c_int64)]
+
+
+class ForwardParams(ctypes.Structure):
+    """flashrtc_forward_params; ctypes applies the C layout rules, and the tests pin size and offsets on
+    both sides (tests/cpu/test_runtime_validation.cpp and python/tests)."""
+    _fields_ = [("dtype", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_kv", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
+                ("lse", ctypes.c_void_p),
+                ("softmax_scale", ctypes.c_float),
+                ("mask", ctypes.c_int32),
+                ("stream", ctypes.c_void_p),
+                ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
+                ("stages", ctypes.c_int32)]
+
+
+# flashrtc_dtype and flashrtc_mask.
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
+MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT = 0, 1, 2
+
+
+def candidate_paths() -> list:
+    """Where the library is looked for, in order: $FLASHRTC_LIBRARY (alone, when set); the package
+    directory; the directory holding the package (a staged .devbuild/); the build folder of the checkout
+    the package sits in (<repo>/build/runtime); then the soname for the system loader (LD_LIBRARY_PATH,
+    ldconfig)."""
+    explicit = os.environ.get(ENV_VARIABLE)
+    if explicit:
+        return [explicit]  # an explicit choice is never silently replaced by another copy
+    folders = [_PACKAGE_DIR, _PACKAGE_DIR.parent, _PACKAGE_DIR.parent.parent / "build" / "runtime"]
+    return [str(folder / name) for folder in folders for name in _FILE_NAMES] + [_SONAME]
+
+
+class Library:
+    """The loaded library with its function prototypes."""
+
+    def __init__(self, path: str, cdll: ctypes.CDLL):
+        self.path = path
+        self.cdll = cdll
+        params = ctypes.POINTER(ForwardParams)
+        self.forward = self._function("flashrtc_attention_forward", ctypes.c_int, [params])
+        self.params_init = self._function("flashrtc_forward_params_init", None, [params])
+        self.last_error = self._function("flashrtc_last_error", ctypes.c_char_p, [])
+        self.status_name = self._function("flashrtc_status_name", ctypes.c_char_p, [ctypes.c_int])
+        self.version = self._function("flashrtc_version", ctypes.c_char_p, [])
+        # Newer than the rest: a library built before it lacks the symbol and serves only default or
+        # positive scales (attention() says so when asked for another).
+        self.forward_with_scale = (
+            self._function("flashrtc_attention_forward_with_scale", ctypes.c_int, [params, ctypes.c_float])
+            if hasattr(cdll, "flashrtc_attention_forward_with_scale") else None)
+
+    def _function(self, name, restype, argtypes):
+        function = getattr(self.cdll, name)
+        function.restype = restype
+        function.argtypes = argtypes
+        return function
+
+
+_lock = threading.Lock()
+_loaded: Library | None = None
+
+
+def load() -> Library:
+    """The library, loaded on first use from the first candidate that loads. Raises LibraryNotFoundError
+    listing each candidate and why it failed; a later call tries again (the environment may have changed)."""
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            return _loaded
+        failures = []
+        for candidate in candidate_paths():
+            is_path = os.sep in candidate
+            if is_path and not os.path.exists(candidate):
+                failures.append(f"  {candidate}: no such file")
+                continue
+            try:
+                cdll = ctypes.CDLL(candidate)
+            except OSError as e:  # exists but does not load (e.g. NVRTC not found): that reason matters most
+                failures.append(f"  {candidate}: {e}")
+                continue
+            try:
+                _loaded = Library(candidate, cdll)
+            except AttributeError as e:
+                failures.append(f"  {candidate}: not a flashrtc library ({e})")
+                continue
+            return _loaded
+        raise LibraryNotFoundError(
+            "flashrtc: cannot load libflashrtc.so. Build it (`make build`, or cmake) and point "
+            f"{ENV_VARIABLE} at it, or put it next to the flashrtc package or on LD_LIBRARY_PATH. Tried:\n"
+            + "\n".join(failures))
+
+
+def loaded_path() -> str:
+    """Path of the library that calls use (loads it if needed)."""
+    return load().path
+
+
+def library_version() -> str:
+    """Version string of the loaded C library, e.g. "0.1.0"."""
+    return load().version().decode()

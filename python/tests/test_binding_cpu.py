@@ -1,0 +1,372 @@
+"""The Python binding without torch and without a GPU: argument errors, the library search, and the
+marshalling into the C struct, on fake tensors that expose __cuda_array_interface__ or DLPack with made-up
+device pointers (never dereferenced: every call here stops at validation, or at NoDevice where no GPU is).
+
+Usage: FLASHRTC_LIBRARY=<build>/runtime/libflashrtc.so python3 python/tests/test_binding_cpu.py
+Without FLASHRTC_LIBRARY the tests that need the library are skipped.
+"""
+import ctypes
+import itertools
+import os
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PYTHON_DIR))
+
+import flashrtc  # noqa: E402  (after the path, like an installed package)
+from flashrtc import _attention, _library  # noqa: E402
+from flashrtc._tensors import DLTensor  # noqa: E402
+
+LIBRARY = os.environ.get("FLASHRTC_LIBRARY")
+_addresses = itertools.count(0x7F0000000000, 0x1000000)  # distinct, 16-byte aligned, never dereferenced
+
+
+def gpu_present():
+    """True when the CUDA driver loads and sees a device: then a valid call would really launch, so the
+    tests that reach the device with fake pointers are skipped."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+class FakeCai:
+    """A CUDA array by __cuda_array_interface__ v3; strides in bytes, None for C order."""
+
+    def __init__(self, shape, typestr="<f2", strides=None, ptr=None, stream=None, readonly=False, mask=None):
+        self.interface = {"shape": tuple(shape), "typestr": typestr, "strides": strides, "version": 3,
+                          "data": (next(_addresses) if ptr is None else ptr, readonly), "mask": mask}
+        if stream is not None:
+            self.interface["stream"] = stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.interface
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_CAPSULE_NAME = ctypes.c_char_p(b"dltensor")  # the capsule keeps this pointer: it must outlive it
+
+
+class FakeDLPack:
+    """A DLPack producer: a DLManagedTensor without a deleter, in a capsule without a destructor."""
+
+    def __init__(self, shape, code=4, bits=16, device_type=2, device_id=0, strides=None, byte_offset=0):
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.strides = (ctypes.c_int64 * len(shape))(*strides) if strides else None
+        self.managed = _DLManagedTensor()
+        t = self.managed.dl_tensor
+        t.data = next(_addresses)
+        t.device.device_type, t.device.device_id = device_type, device_id
+        t.ndim = len(shape)
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = code, bits, 1
+        t.shape = ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64))
+        if self.strides is not None:
+            t.strides = ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64))
+        t.byte_offset = byte_offset
+        self.streams_seen = []
+
+    def __dlpack__(self, stream=None):
+        self.streams_seen.append(stream)
+        return _capsule_new(ctypes.addressof(self.managed), _CAPSULE_NAME.value, None)
+
+    def __dlpack_device__(self):
+        return (self.managed.dl_tensor.device.device_type, self.managed.dl_tensor.device.device_id)
+
+
+def qkvo(b=2, hq=4, hkv=2, nq=64, nk=128, d=64, typestr="<f2"):
+    """q, k, v, out in [B, H, N, d] order, C-contiguous."""
+    return (FakeCai((b, hq, nq, d), typestr), FakeCai((b, hkv, nk, d), typestr),
+            FakeCai((b, hkv, nk, d), typestr), FakeCai((b, hq, nq, d), typestr))
+
+
+def lse_for(b=2, hq=4, nq=64, typestr="<f4", strides=None):
+    return FakeCai((b, hq, nq), typestr, strides)
+
+
+def run_python(code, **env):
+    environment = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                          timeout=60)
+
+
+class ImportAndLibrarySearch(unittest.TestCase):
+    def test_import_needs_neither_torch_nor_the_library(self):
+        r = run_python("import sys, flashrtc; assert 'torch' not in sys.modules; print(flashrtc.__version__)",
+                       FLASHRTC_LIBRARY="/nonexistent/libflashrtc.so")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), flashrtc.__version__)
+
+    def test_missing_library_fails_at_the_first_call_naming_where_it_looked(self):
+        code = ("import flashrtc, sys\n"
+                "sys.path.insert(0, %r)\n"
+                "from test_binding_cpu import qkvo\n"
+                "q, k, v, o = qkvo()\n"
+                "try:\n"
+                "    flashrtc.attention(q, k, v, out=o)\n"
+                "except flashrtc.LibraryNotFoundError as e:\n"
+                "    assert isinstance(e, OSError) and isinstance(e, flashrtc.FlashrtcError)\n"
+                "    print(e)\n" % str(Path(__file__).parent))
+        r = run_python(code, FLASHRTC_LIBRARY="/nonexistent/libflashrtc.so")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("/nonexistent/libflashrtc.so: no such file", r.stdout)
+        self.assertIn("FLASHRTC_LIBRARY", r.stdout)
+
+    def test_a_file_that_is_no_library_reports_the_loader_error(self):
+        r = run_python("import flashrtc\ntry:\n    flashrtc.library_version()\n"
+                       "except flashrtc.LibraryNotFoundError as e:\n    print(e)\n",
+                       FLASHRTC_LIBRARY=__file__)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(__file__ + ":", r.stdout)
+        self.assertNotIn("no such file", r.stdout)
+
+    def test_search_order_without_the_variable(self):
+        saved = os.environ.pop("FLASHRTC_LIBRARY", None)
+        try:
+            paths = _library.candidate_paths()
+        finally:
+            if saved is not None:
+                os.environ["FLASHRTC_LIBRARY"] = saved
+        package = PYTHON_DIR / "flashrtc"
+        folders = [Path(p).parent for p in paths[:-1]]
+        build = PYTHON_DIR.parent / "build" / "runtime"
+        self.assertEqual(folders, [package, package, PYTHON_DIR, PYTHON_DIR, build, build])
+        self.assertEqual(paths[-1], "libflashrtc.so.0")  # the system loader comes last
+
+    def test_the_variable_alone_is_tried_when_set(self):
+        os.environ["FLASHRTC_LIBRARY"], saved = "/x/libflashrtc.so", os.environ.get("FLASHRTC_LIBRARY")
+        try:
+            self.assertEqual(_library.candidate_paths(), ["/x/libflashrtc.so"])
+        finally:
+            if saved is None:
+                del os.environ["FLASHRTC_LIBRARY"]
+            else:
+                os.environ["FLASHRTC_LIBRARY"] = saved
+
+    @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+    def test_the_library_named_by_the_variable_loads(self):
+        self.assertEqual(flashrtc.loaded_path(), LIBRARY)
+        self.assertRegex(flashrtc.library_version(), r"^\d+\.\d+\.\d+$")
+
+
+class StructLayout(unittest.TestCase):
+    def test_matches_the_c_header(self):  # the same numbers as tests/cpu/test_runtime_validation.cpp
+        P = _library.ForwardParams
+        self.assertEqual(ctypes.sizeof(_library.Tensor), 40)
+        self.assertEqual(ctypes.sizeof(P), 256)
+        offsets = {"batch": 8, "head_dim": 48, "q": 56, "o": 176, "lse": 216, "softmax_scale": 224, "mask": 228,
+                   "stream": 232, "block_m": 240, "stages": 252}
+        self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
+
+class ArgumentErrors(unittest.TestCase):
+    """Mistakes found in Python, before the library is needed."""
+
+    def invalid(self, fragment, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        self.assertIn(fragment, str(caught.exception))
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertIsNone(caught.exception.status)
+
+    def test_objects_that_are_not_tensors(self):
+        q, k, v, o = qkvo()
+        with self.assertRaisesRegex(TypeError, "q: expected a torch tensor"):
+            flashrtc.attention([[1.0]], k, v, out=o)
+        with self.assertRaisesRegex(TypeError, "v: expected"):
+            flashrtc.attention(q, k, None, out=o)
+
+    def test_dtypes(self):
+        q, k, v, o = qkvo(typestr="<f8")
+        self.invalid("q has dtype typestr '<f8'", q, k, v, out=o)
+        q, k, v, o = qkvo()
+        self.invalid("k has dtype float32, q has float16", q, FakeCai((2, 2, 128, 64), "<f4"), v, out=o)
+        self.invalid("out has dtype float32", q, k, v, out=FakeCai((2, 4, 64, 64), "<f4"))
+        self.invalid("DLPack dtype (code 0, bits 8", FakeDLPack((2, 4, 64, 64), code=0, bits=8), k, v, out=o)
+
+    def test_shapes(self):
+        q, k, v, o = qkvo()
+        self.invalid("q has shape (4, 64, 64): expected 4 dims, [B, H, N, d]", FakeCai((4, 64, 64)), k, v, out=o)
+        self.invalid("expected 4 dims, [B, N, H, d] (layout='bnhd')", FakeCai((4, 64, 64)), k, v, out=o,
+                     layout="bnhd")
+        self.invalid("k has shape (2, 2, 128, 64) and v (2, 2, 120, 64)", q, k, FakeCai((2, 2, 120, 64)), out=o)
+        self.invalid("k has batch 3, q has 2", q, FakeCai((3, 2, 128, 64)), FakeCai((3, 2, 128, 64)), out=o)
+        self.invalid("k has head dim 32, q has 64", q, FakeCai((2, 2, 128, 32)), FakeCai((2, 2, 128, 32)), out=o)
+        self.invalid("out has shape (2, 4, 64, 32)", q, k, v, out=FakeCai((2, 4, 64, 32)))
+
+    def test_devices(self):
+        q, k, v, o = qkvo()
+        self.invalid("q is a DLPack tensor on device type 1: flashrtc needs CUDA tensors",
+                     FakeDLPack((2, 4, 64, 64), device_type=1), k, v, out=o)
+        dq, dk, dv = (FakeDLPack(s, device_id=i) for s, i in
+                      (((2, 4, 64, 64), 0), ((2, 2, 128, 64), 1), ((2, 2, 128, 64), 1)))
+        self.invalid("k is on cuda:1, q on cuda:0", dq, dk, dv, out=FakeDLPack((2, 4, 64, 64)))
+
+    def test_options(self):
+        q, k, v, o = qkvo()
+        self.invalid("layout='bshd'", q, k, v, out=o, layout="bshd")
+        for causal in ("yes", 2, None, "causal"):
+            self.invalid("causal=", q, k, v, out=o, causal=causal)
+        self.invalid("give 4 values", q, k, v, out=o, config=(64, 64, 4))
+        self.invalid("warps=0 must be a positive integer", q, k, v, out=o, config=(64, 64, 0, 1))
+        self.invalid("give exactly block_m", q, k, v, out=o, config={"block_m": 64})
+        with self.assertRaisesRegex(TypeError, "config"):
+            flashrtc.attention(q, k, v, out=o, config="64,64,4,1")
+        with self.assertRaisesRegex(TypeError, "scale"):
+            flashrtc.attention(q, k, v, out=o, scale="0.5")
+        with self.assertRaisesRegex(TypeError, "stream"):
+            flashrtc.attention(q, k, v, out=o, stream="default")
+        with self.assertRaisesRegex(ValueError, "negative"):
+            flashrtc.attention(q, k, v, out=o, stream=-1)
+
+    def test_outputs_of_non_torch_inputs_must_be_given(self):
+        q, k, v, o = qkvo()
+        self.invalid("pass out=", q, k, v)
+        self.invalid("pass lse_out=", q, k, v, out=o, return_lse=True)
+        self.invalid("out is read-only", q, k, v, out=FakeCai((2, 4, 64, 64), readonly=True))
+
+    def test_lse_out(self):
+        q, k, v, o = qkvo()
+        self.invalid("lse_out has dtype float16", q, k, v, out=o, lse_out=lse_for(typestr="<f2"))
+        self.invalid("lse_out has shape (2, 4, 65)", q, k, v, out=o, lse_out=FakeCai((2, 4, 65), "<f4"))
+        self.invalid("lse_out has strides (512, 64, 1): it must be contiguous", q, k, v, out=o,
+                     lse_out=lse_for(strides=(2048, 256, 4)))
+
+    def test_interface_details(self):
+        q, k, v, o = qkvo()
+        self.invalid("not multiples of the element size 2", FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128, 3)),
+                     k, v, out=o)
+        self.invalid("masked arrays", FakeCai((2, 4, 64, 64), mask=object()), k, v, out=o)
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class Marshalling(unittest.TestCase):
+    """What reaches the C struct (prepare() stops short of the launch)."""
+
+    def test_bhnd_contiguous(self):
+        q, k, v, o = qkvo(b=2, hq=4, hkv=2, nq=64, nk=128, d=64)
+        p = _attention.prepare(q, k, v, out=o).params
+        self.assertEqual((p.dtype, p.batch, p.seqlen_q, p.seqlen_kv, p.heads_q, p.heads_kv, p.head_dim),
+                         (1, 2, 64, 128, 4, 2, 64))
+        self.assertEqual(p.q.data, q.interface["data"][0])
+        self.assertEqual(p.o.data, o.interface["data"][0])
+        strides = lambda t: (t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim)  # noqa: E731
+        self.assertEqual(strides(p.q), (4 * 64 * 64, 64, 64 * 64, 1))
+        self.assertEqual(strides(p.k), (2 * 128 * 64, 64, 128 * 64, 1))
+        self.assertEqual(strides(p.o), strides(p.q))
+        self.assertIsNone(p.lse)
+        self.assertEqual((p.mask, p.block_m, p.block_n, p.warps, p.stages), (0, 0, 0, 0, 0))
+
+    def test_bnhd_and_a_transposed_view_of_it_give_the_same_strides(self):
+        b, n, h, d = 2, 64, 4, 128
+        bnhd = FakeCai((b, n, h, d), "<f4")
+        p1 = _attention.prepare(bnhd, bnhd, bnhd, out=bnhd, layout="bnhd").params
+        # [B, N, H, d] memory seen as [B, H, N, d] (x.transpose(1, 2) in torch): byte strides permuted.
+        view = FakeCai((b, h, n, d), "<f4", strides=(n * h * d * 4, d * 4, h * d * 4, 4))
+        p2 = _attention.prepare(view, view, view, out=view).params
+        for p in (p1, p2):
+            self.assertEqual((p.dtype, p.seqlen_q, p.heads_q), (0, n, h))
+            self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head, p.q.stride_dim),
+                             (n * h * d, h * d, d, 1))
+
+    def test_extent_one_dimensions_get_stride_zero(self):
+        q = FakeCai((1, 1, 1, 64), strides=(2, 2, 2, 2))  # strides of extent-1 dims are meaningless
+        p = _attention.prepare(q, q, q, out=q).params
+        self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head, p.q.stride_dim), (0, 0, 0, 1))
+
+    def test_masks_tiles_scales_lse(self):
+        q, k, v, o = qkvo()
+        for causal, mask in ((False, 0), (True, 1), ("top-left", 1), ("bottom-right", 2), (0, 0), (1, 1)):
+            self.assertEqual(_attention.prepare(q, k, v, out=o, causal=causal).params.mask, mask)
+        for config in ((128, 64, 8, 2), {"block_m": 128, "block_n": 64, "warps": 8, "stages": 2}):
+            p = _attention.prepare(q, k, v, out=o, config=config).params
+            self.assertEqual((p.block_m, p.block_n, p.warps, p.stages), (128, 64, 8, 2))
+        call = _attention.prepare(q, k, v, out=o)
+        self.assertIsNone(call.scale)  # the default, through the plain entry point
+        call = _attention.prepare(q, k, v, out=o, scale=-0.5)
+        self.assertEqual(call.scale, -0.5)
+        lse = lse_for()
+        call = _attention.prepare(q, k, v, out=o, lse_out=lse)
+        self.assertEqual(call.params.lse, lse.interface["data"][0])
+        self.assertIs(call.lse, lse)
+        self.assertIs(call.out, o)
+
+    def test_streams(self):
+        q, k, v, o = qkvo()
+        self.assertIsNone(_attention.prepare(q, k, v, out=o).params.stream)  # legacy default
+
+        class TorchLikeStream:
+            cuda_stream = 0xABC0
+
+        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=0x1230).params.stream, 0x1230)
+        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=TorchLikeStream()).params.stream, 0xABC0)
+        named = FakeCai((2, 4, 64, 64), stream=0x5550)  # the producer's stream, from the interface
+        self.assertEqual(_attention.prepare(named, k, v, out=o).params.stream, 0x5550)
+
+    def test_dlpack(self):
+        shape_q, shape_kv = (2, 4, 64, 64), (2, 2, 128, 64)
+        q = FakeDLPack(shape_q, byte_offset=256)
+        k, v, o = FakeDLPack(shape_kv), FakeDLPack(shape_kv), FakeDLPack(shape_q)
+        p = _attention.prepare(q, k, v, out=o).params
+        self.assertEqual(p.dtype, 2)  # bfloat16
+        self.assertEqual(p.q.data, q.managed.dl_tensor.data + 256)
+        self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (4 * 64 * 64, 64, 64 * 64))
+        self.assertEqual(q.streams_seen, [1])  # DLPack's legacy default stream
+        _attention.prepare(q, k, v, out=o, stream=0x7770)
+        self.assertEqual(q.streams_seen[-1], 0x7770)
+        strided = FakeDLPack(shape_q, strides=(64 * 4 * 64, 64, 4 * 64, 1))  # [B, N, H, d] memory as [B, H, N, d]
+        p = _attention.prepare(strided, k, v, out=o).params
+        self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (64 * 4 * 64, 4 * 64, 64))
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class LibraryErrors(unittest.TestCase):
+    """Mistakes only the library checks: its message and status come through; nothing is launched."""
+
+    def check(self, fragment, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        e = caught.exception
+        self.assertEqual((e.status, e.status_name), (1, "InvalidArgument"))
+        self.assertIn("flashrtc: InvalidArgument: ", str(e))
+        self.assertIn(fragment, str(e))
+
+    def test_strides_alignment_shapes_scale_tile(self):
+        q, k, v, o = qkvo()
+        self.check("q.data=0x", FakeCai((2, 4, 64, 64), ptr=0x7E0000000008), k, v, out=o)
+        self.check("k.stride_dim=2", q, FakeCai((2, 2, 128, 64), strides=(32768, 16384, 256, 4)), v, out=o)
+        self.check("v.stride_seq=68: must be a multiple of 8 elements", q, k,
+                   FakeCai((2, 2, 128, 64), strides=(2 * 128 * 136, 128 * 136, 136, 2)), out=o)
+        self.check("o.stride_head=-4096: must be >= 0", q, k, v,
+                   out=FakeCai((2, 4, 64, 64), strides=(32768, -8192, 128, 2)))
+        self.check("heads_q=3 is not a multiple of heads_kv=2", FakeCai((2, 3, 64, 64)), k, v,
+                   out=FakeCai((2, 3, 64, 64)))
+        self.check("head_dim=12", *(FakeCai((1, 2, 16, 12)) for _ in range(3)), out=FakeCai((1, 2, 16, 12)))
+        for scale in (float("inf"), float("nan")):
+            self.check("softmax_scale", q, k, v, out=o, scale=scale)
+        self.check("block_n", q, k, v, out=o, config=(64, 12, 4, 1))
+
+    @unittest.skipIf(gpu_present(), "a GPU is present: a valid call would launch on fake pointers")
+    def test_valid_calls_reach_the_device_check(self):
+        q, k, v, o = qkvo()
+        for kwargs in ({}, {"scale": -0.25}, {"scale": 0.0}, {"causal": "bottom-right", "lse_out": lse_for()}):
+            with self.assertRaises(flashrtc.NoDeviceError) as caught:
+                flashrtc.attention(q, k, v, out=o, **kwargs)
+            self.assertEqual(caught.exception.status, 6)
+            self.assertIn("flashrtc: NoDevice: ", str(caught.exception))
+            self.assertNotIsInstance(caught.exception, ValueError)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,135 @@
+"""bench/compare.py without a GPU or torch: the grid it runs, the ratio table and its summary, the
+tolerance rule, --from-json, and its messages for a missing peers script or matplotlib.
+
+Usage: python3 tests/cli/test_compare.py
+"""
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "compare.py"
+spec = importlib.util.spec_from_file_location("compare", SCRIPT)
+compare = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(compare)
+
+
+def row(provider, tflops=None, dtype="bfloat16", d=128, causal=False, n=4096, **extra):
+    r = dict(provider=provider, mode="fwd", dtype=dtype, B=16384 // n, H=2048 // d, N=n, d=d, causal=causal)
+    if tflops is None:
+        r["error"] = "RuntimeError: refused"
+    else:
+        r.update(ms=100.0 / tflops, tflops=tflops)
+    r.update(extra)
+    return r
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+class Grid(unittest.TestCase):
+    def test_default_is_the_standard_grid_plus_d96_and_d256(self):
+        a = compare.parse_args([])
+        points = compare.grid(a.dtypes, a.head_dims, a.seqlens, a.causals, a.shapes)
+        self.assertEqual(len(points), 2 * 4 * 2 * 6)
+        self.assertEqual(points[0], ("bfloat16", 32, 32, 512, 64, False))
+        self.assertEqual({p[0] for p in points}, {"bfloat16", "float16"})
+        for dtype, b, h, n, d, causal in points:
+            self.assertEqual(b * n, 16384)
+            self.assertEqual(h, {64: 32, 128: 16, 96: 21, 256: 8}[d])
+        order = [(p[4], p[5], p[3]) for p in points if p[0] == "bfloat16"]
+        self.assertEqual(order, sorted(order, key=lambda x: ([64, 128, 96, 256].index(x[0]), x[1], x[2])))
+
+    def test_restrictions_and_shapes(self):
+        a = compare.parse_args(["--dtype", "fp16", "--head-dim", "128", "--seqlen", "2048", "--causal", "yes"])
+        self.assertEqual(compare.grid(a.dtypes, a.head_dims, a.seqlens, a.causals, a.shapes),
+                         [("float16", 8, 16, 2048, 128, True)])
+        a = compare.parse_args(["--shape", "2,16,4096,128", "--shape", "1,8,100,64", "--dtype", "bf16"])
+        self.assertEqual(compare.grid(a.dtypes, a.head_dims, a.seqlens, a.causals, a.shapes),
+                         [("bfloat16", 2, 16, 4096, 128, False), ("bfloat16", 2, 16, 4096, 128, True),
+                          ("bfloat16", 1, 8, 100, 64, False), ("bfloat16", 1, 8, 100, 64, True)])
+
+    def test_bad_arguments(self):
+        for args in (["--dtype", "fp8"], ["--shape", "1,2,3"], ["--seqlen", "x"], ["--causal", "maybe"]):
+            with self.subTest(args=args):
+                r = run(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+
+
+class Table(unittest.TestCase):
+    def test_ratios_missing_peers_and_summary(self):
+        rows = [row("flashrtc", 400.0, max_abs_err=1e-3, sdpa_max_abs_err=2e-3), row("sdpa-flash", 200.0),
+                row("sdpa-cudnn", 500.0), row("triton-fa2"), row("sdpa-efficient", 100.0),
+                row("flashrtc", 300.0, n=8192, max_abs_err=1e-3, sdpa_max_abs_err=1e-3),
+                row("sdpa-flash", 150.0, n=8192), row("sdpa-cudnn", 600.0, n=8192)]
+        heading, lines, summary = compare.table(rows, list(compare.DEFAULT_PEERS))
+        self.assertIn("flashrtc / peer", heading[0])
+        self.assertEqual(len(lines), 2)
+        cells = lines[0].split("|")
+        self.assertEqual(cells[1].split(), ["400.0", "200.0", "500.0", "error", "100.0"])
+        self.assertEqual(cells[2].split(), ["2.00", "0.80", "-"])  # flash, cudnn, triton (refused)
+        self.assertIn("1.0e-03 (2.0e-03)", cells[3])
+        self.assertIn("bf16: flashrtc / sdpa-cudnn: geometric mean %.2f over 2 shapes, 2 below 1"
+                      % math.sqrt(0.8 * 0.5), summary)
+        self.assertIn("bf16: flashrtc / sdpa-flash: geometric mean 2.00 over 2 shapes, 0 below 1", summary)
+
+    def test_a_mismatch_shows(self):
+        rows = [row("flashrtc", None, mismatch=True, max_abs_err=0.5, sdpa_max_abs_err=1e-3), row("sdpa-flash", 200.0)]
+        _, lines, summary = compare.table(rows, ["sdpa-flash"])
+        self.assertIn("MISMATCH", lines[0])
+        self.assertEqual(summary, [])
+
+    def test_tolerance_rule(self):
+        self.assertAlmostEqual(compare.allowed_error(1e-3, 2.0, 2 ** -7), 2e-3 + 2.0 * 2 ** -7)
+        self.assertAlmostEqual(compare.allowed_error(0.0, 0.0, 2 ** -10), 1e-3 * 2 ** -10)  # floor on max|o|
+
+
+class FromJson(unittest.TestCase):
+    def write(self, rows):
+        f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+        f.close()
+        self.addCleanup(Path(f.name).unlink)
+        return f.name
+
+    def test_table_from_an_earlier_run(self):
+        path = self.write([row("flashrtc", 330.0, max_abs_err=1e-3, sdpa_max_abs_err=1e-3), row("sdpa-flash", 300.0)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1.10", r.stdout)
+        self.assertIn("geometric mean 1.10 over 1 shapes", r.stdout)
+
+    def test_a_recorded_mismatch_fails(self):
+        path = self.write([row("flashrtc", None, mismatch=True, max_abs_err=0.5, sdpa_max_abs_err=1e-3)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("FAILED", r.stderr)
+
+
+class Messages(unittest.TestCase):
+    def test_missing_peers_script(self):
+        with self.assertRaises(SystemExit) as caught:
+            compare.find_peers("/nonexistent/sdpa_peers.py")
+        self.assertIn("--peers", str(caught.exception))
+
+    def test_peers_script_found_by_path(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "sdpa_peers.py"
+            path.write_text("")
+            self.assertEqual(compare.find_peers(str(path)), path)
+
+    def test_plot_without_matplotlib(self):
+        if importlib.util.find_spec("matplotlib"):
+            self.skipTest("matplotlib is installed")
+        r = run("--from-json", "/dev/null", "--plot", "out.png")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--plot needs matplotlib", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
