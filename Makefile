@@ -3,7 +3,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 APT_PACKAGES := cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev doctest-dev libeigen3-dev \
-                libcli11-dev nlohmann-json3-dev libxxhash-dev python3
+                libcli11-dev nlohmann-json3-dev libxxhash-dev python3 gnuplot-nox
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FLASHRTC := $(BUILD_DIR)/host/flashrtc/flashrtc
 

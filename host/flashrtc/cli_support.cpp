@@ -1,5 +1,7 @@
 #include "cli_support.hpp"
 
+#include <time.h>
+
 #include <charconv>
 #include <cstdio>
 
@@ -86,6 +88,25 @@ std::string format_bytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
   return text;
+}
+
+std::string format_time(std::int64_t unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  const time_t t = static_cast<time_t>(unix_seconds);
+  tm parts{};
+  localtime_r(&t, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", &parts);
+  return text;
+}
+
+std::string compile_arch(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
+  if (!device_available())
+    throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +
+                                          "); pass --arch, e.g. --arch sm_90a, to compile without one");
+  return current_device().arch;
 }
 
 }  // namespace flashrtc::cli

@@ -1,6 +1,7 @@
 #pragma once
 // What the subcommands share: exit codes, usage errors, option parsing of flashrtc's vocabulary types.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +31,9 @@ Command add_info_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
+Command add_config_command(CLI::App& parent);
+Command add_tune_command(CLI::App& parent);
+Command add_cache_command(CLI::App& parent);
 
 /// Validators naming the accepted spellings, so a typo fails at parse time with exit 2.
 CLI::Validator dtype_validator();
@@ -54,5 +58,18 @@ int exit_code_for(const Error& error);
 
 /// "1.5 GiB", "48.0 KiB".
 std::string format_bytes(double bytes);
+
+/// "2025-06-01 14:03" in local time; "-" for 0.
+std::string format_time(std::int64_t unix_seconds);
+
+/// The arch to compile for: requested, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
+/// Throws Error(kNoDevice) when none of them is there.
+std::string compile_arch(const std::string& requested);
+
+/// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing; exits kExitDevice.
+class MissingTool : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace flashrtc::cli

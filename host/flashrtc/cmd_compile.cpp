@@ -24,16 +24,6 @@ struct CompileOptions {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
 
-// --arch, else FLASHRTC_ARCH, else the GPU in hand: the same order attention_forward uses.
-std::string resolve_arch(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
-  if (!device_available())
-    throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +
-                                          "); pass --arch, e.g. --arch sm_90a, to compile without one");
-  return current_device().arch;
-}
-
 void print_details(const ForwardSpec& spec, const CompiledKernelInfo& info) {
   const ResourceReport& r = info.resources;
   const std::size_t smem = forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile);
@@ -76,18 +66,10 @@ void print_row(const ForwardSpec& spec, const CompiledKernelInfo& info) {
               to_string(info.source));
 }
 
-std::vector<ForwardSpec> all_default_specs() {
-  std::vector<ForwardSpec> specs;
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
-    for (int head_dim : {32, 64, 96, 128, 256})
-      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
-        specs.push_back({dtype, head_dim, mask, default_forward_config(dtype, head_dim)});
-  return specs;
-}
-
 // Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order.
 int compile_all(const std::string& arch, unsigned jobs) {
-  const std::vector<ForwardSpec> specs = all_default_specs();
+  // The defaults for arch's shared memory, then the tiles tuned for arch: what a deployment's calls use.
+  const std::vector<ForwardSpec> specs = warm_forward_specs(arch);
   std::vector<std::promise<CompiledKernelInfo>> promises(specs.size());
   std::vector<std::future<CompiledKernelInfo>> results;
   for (auto& promise : promises) results.push_back(promise.get_future());
@@ -104,7 +86,9 @@ int compile_all(const std::string& arch, unsigned jobs) {
       }
     });
 
-  std::printf("default forward specializations for %s (%zu)\n", arch.c_str(), specs.size());
+  const std::size_t defaults = warm_forward_specs(arch, false).size();
+  std::printf("forward specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
+              specs.size() - defaults, tuning_db_path().string().c_str());
   print_header();
   std::exception_ptr first_error;
   int spilling = 0;
@@ -134,13 +118,14 @@ int compile_all(const std::string& arch, unsigned jobs) {
 int execute_compile(const CompileOptions& options) {
   if (!options.all && (options.dtype.empty() || options.head_dim == 0))
     throw UsageError("compile needs --dtype and --head-dim, or --all");
-  const std::string arch = resolve_arch(options.arch);
+  const std::string arch = compile_arch(options.arch);
   if (options.all) return compile_all(arch, options.jobs);
   ForwardSpec spec;
   spec.dtype = dtype_from(options.dtype);
   spec.head_dim = options.head_dim;
   spec.mask = mask_from(options.mask);
-  spec.tile = options.tile.apply(default_forward_config(spec.dtype, spec.head_dim));
+  spec.tile = options.tile.apply(
+      default_forward_config(spec.dtype, spec.head_dim, assumed_sm_limits(arch).smem_per_block_bytes));
   print_details(spec, compile_forward(spec, arch));
   return kExitOk;
 }
@@ -162,7 +147,8 @@ Command add_compile_command(CLI::App& parent) {
   options->tile.add_to(*app);
   CLI::Option* all =
       app->add_flag("--all", options->all,
-                    "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask, default tiles");
+                    "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "
+                    "for the arch, plus every tile tuned for the arch (the tuning database)");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
   all->excludes(dtype)->excludes(head_dim)->excludes(mask);

@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kKnownVariables[] = {
     "FLASHRTC_CACHE_DIR",      "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
     "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES",       "FLASHRTC_KERNEL_DIR",
-    "FLASHRTC_ARCH",           "FLASHRTC_LOG_LEVEL",
+    "FLASHRTC_ARCH",           "FLASHRTC_LOG_LEVEL",          "FLASHRTC_CONFIG",
+    "FLASHRTC_TUNE_DB",
 };
 
 void print_environment() {
@@ -67,6 +68,7 @@ int execute_info(bool has_gpu_only) {
   std::printf("nvrtc:     %s\n", nvrtc_version().c_str());
   print_device();
   std::printf("cache:     %s (%zu entries)\n", cache_root().string().c_str(), cache_entry_count());
+  std::printf("tuning:    %s (%zu entries)\n", tuning_db_path().string().c_str(), tuning_db_entries().size());
   print_environment();
   return kExitOk;
 }

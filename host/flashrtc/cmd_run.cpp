@@ -43,7 +43,8 @@ ForwardParams params_from(const RunOptions& o, Layout layout) {
   p.head_dim = o.head_dim;
   p.q = p.o = make_tensor_ref(layout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
   p.k = p.v = make_tensor_ref(layout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
-  if (o.tile.any()) p.config = o.tile.apply(default_forward_config(p.dtype, static_cast<int>(p.head_dim)));
+  // --block-m etc. replace fields of the tile the call would use otherwise (tuned, FLASHRTC_CONFIG, default).
+  if (o.tile.any()) p.config = o.tile.apply(select_forward_spec(p).tile);
   return p;
 }
 
@@ -76,7 +77,9 @@ int execute_run(const RunOptions& options) {
       static_cast<long long>(p.seqlen_q), static_cast<long long>(p.seqlen_kv),
       static_cast<long long>(p.head_dim), std::string(to_string(p.dtype)).c_str(),
       std::string(to_string(p.mask)).c_str(), options.layout.c_str());
-  std::printf("config:   %s (%s)\n", to_string(spec.tile).c_str(), p.config ? "explicit" : "default");
+  const ConfigResolution resolution = resolve_forward_config(p);
+  std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
+              resolution.why.c_str());
   // Compiling ahead of the first launch keeps NVRTC time out of the launch and shows what was built.
   const CompiledKernelInfo kernel = compile_forward(spec, arch);
   std::printf("kernel:   %s\n", kernel.name_expression.c_str());

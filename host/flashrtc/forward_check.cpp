@@ -56,8 +56,11 @@ void ForwardCheck::take_kv(const unsigned char* bytes, const TensorRef& layout,
   }
 }
 
-bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layout,
-                          const std::vector<float>& lse) const {
+bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layout, const std::vector<float>& lse,
+                          std::FILE* out) const {
+  const auto print = [out](const char* format, auto... args) {
+    if (out) std::fprintf(out, format, args...);
+  };
   const ForwardParams& p = params_;
   const std::int64_t d = p.head_dim, group = p.heads_q / p.heads_kv;
   // Each sampled head is a problem of its own (one batch, one head), so only its rows are on the host.
@@ -89,7 +92,7 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
       return r;
     }));
 
-  std::printf(
+  print(
       "check: %lld of %lld (batch, head) pairs against the double reference; allowed error = 2 x the "
       "input-precision reference's error + 1e-6 x max|ref|\n",
       static_cast<long long>(samples_.size()), static_cast<long long>(p.batch * p.heads_q));
@@ -104,9 +107,9 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
     for (std::int64_t n = 0; n < p.seqlen_q; ++n) lse_got[n] = lse[lse_row + n];
     const auto o_cmp = reference::compare(o_got.data(), r.o_ref.data(), r.o_lowp.data(), p.seqlen_q * d);
     const auto lse_cmp = reference::compare(lse_got.data(), r.lse_ref.data(), r.lse_lowp.data(), p.seqlen_q);
-    std::printf("  b=%-3lld h=%-3lld o:   %s\n", static_cast<long long>(s.first),
+    print("  b=%-3lld h=%-3lld o:   %s\n", static_cast<long long>(s.first),
                 static_cast<long long>(s.second), o_cmp.summary().c_str());
-    std::printf("  %-12s lse: %s\n", "", lse_cmp.summary().c_str());
+    print("  %-12s lse: %s\n", "", lse_cmp.summary().c_str());
     pass = pass && o_cmp.pass && lse_cmp.pass;
   }
 
@@ -116,11 +119,11 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
   std::int64_t o_nan = 0, lse_nan = 0;
   for (std::int64_t i = 0; i < o_count; ++i) o_nan += std::isnan(decode_element(p.dtype, o_bytes, i)) ? 1 : 0;
   for (float value : lse) lse_nan += std::isnan(value) ? 1 : 0;
-  std::printf("  unwritten (still NaN): o %lld of %lld, lse %lld of %lld\n", static_cast<long long>(o_nan),
+  print("  unwritten (still NaN): o %lld of %lld, lse %lld of %lld\n", static_cast<long long>(o_nan),
               static_cast<long long>(o_count), static_cast<long long>(lse_nan),
               static_cast<long long>(lse.size()));
   pass = pass && o_nan == 0 && lse_nan == 0;
-  std::printf("check: %s\n", pass ? "PASS" : "FAIL");
+  print("check: %s\n", pass ? "PASS" : "FAIL");
   return pass;
 }
 

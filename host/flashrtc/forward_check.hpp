@@ -2,6 +2,7 @@
 // `flashrtc run --check`: the kernel's o and lse against the double reference for a sample of
 // (batch, head) pairs, by DESIGN.md's tolerance rule, plus a scan for outputs the kernel never wrote.
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <utility>
 #include <vector>
@@ -25,8 +26,9 @@ class ForwardCheck {
   void take_v(const unsigned char* bytes, const TensorRef& layout);
 
   /// Compares the kernel's outputs (o bytes as laid out by layout; lse [B, Hq, Nq]) and prints one summary
-  /// per checked head and the verdict. True on PASS.
-  bool verify(const unsigned char* o_bytes, const TensorRef& o_layout, const std::vector<float>& lse) const;
+  /// per checked head and the verdict to out (nothing when out is null). True on PASS.
+  bool verify(const unsigned char* o_bytes, const TensorRef& o_layout, const std::vector<float>& lse,
+              std::FILE* out = stdout) const;
 
  private:
   using HeadKey = std::pair<std::int64_t, std::int64_t>;  // (batch, head)

@@ -9,12 +9,14 @@
 #include "context.hpp"
 #include "driver_api.hpp"
 #include "flashrtc/config.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "forward_kernel.hpp"
 #include "kernel_cache.hpp"
 #include "kernel_sources.hpp"
+#include "resolution_internal.hpp"
 
 namespace flashrtc {
 
@@ -33,20 +35,14 @@ double attention_flops(const ForwardParams& p) {
 
 namespace {
 
-ForwardSpec spec_for(const ForwardParams& p, std::size_t smem_limit_bytes) {
+// The tile comes from config resolution (explicit, FLASHRTC_CONFIG, tuning database, default table).
+ForwardSpec spec_for(const ForwardParams& p, const DeviceTarget& target) {
   ForwardSpec spec;
   spec.dtype = p.dtype;
   spec.head_dim = static_cast<int>(p.head_dim);
   spec.mask = p.mask;
-  spec.tile = p.config ? *p.config : default_forward_config(p.dtype, spec.head_dim, smem_limit_bytes, p.seqlen_kv);
+  spec.tile = detail::resolve_tile(config_query(p), target);
   return spec;
-}
-
-// The opt-in shared memory of the current device, or sm_80's when there is none (a spec chosen without a
-// device then runs on every GPU we target).
-std::size_t device_smem_limit() {
-  if (!device_available()) return kSmemBytesSm80;
-  return static_cast<std::size_t>(detail::current_context().smem_per_block_optin_bytes);
 }
 
 // The launch path's own map: (context, spec, arch, sources) -> loaded kernel, so that a call that finds its
@@ -102,7 +98,7 @@ std::int64_t grid_blocks(const ForwardParams& p, const ForwardSpec& spec) {
 
 ForwardSpec select_forward_spec(const ForwardParams& params) {
   validate_forward(params);
-  const ForwardSpec spec = spec_for(params, device_smem_limit());
+  const ForwardSpec spec = spec_for(params, current_device_target().value_or(no_device_target()));
   grid_blocks(params, spec);
   return spec;
 }
@@ -110,7 +106,7 @@ ForwardSpec select_forward_spec(const ForwardParams& params) {
 void attention_forward(const ForwardParams& p) {
   validate_forward(p);
   const detail::ContextInfo& context = detail::current_context();
-  const ForwardSpec spec = spec_for(p, static_cast<std::size_t>(context.smem_per_block_optin_bytes));
+  const ForwardSpec spec = spec_for(p, detail::device_target_for(context));
   const std::int64_t blocks = grid_blocks(p, spec);
   if (context.cc_major < 8)
     throw Error(ErrorCode::kUnsupported, "compute capability " + std::to_string(context.cc_major) + "." +

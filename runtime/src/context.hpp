@@ -10,6 +10,7 @@ namespace flashrtc::detail {
 struct ContextInfo {
   CUcontext context = nullptr;
   CUdevice device = 0;
+  std::string name;  // cuDeviceGetName: part of the tuning database's key
   int cc_major = 0, cc_minor = 0;
   int multiprocessors = 0;
   int smem_per_block_optin_bytes = 0;

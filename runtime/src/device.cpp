@@ -25,6 +25,19 @@ DeviceInfo current_device() {
   size_t total = 0;
   FLASHRTC_CU_CHECK(cuDeviceTotalMem, &total, context.device);
   info.global_memory_bytes = total;
+  const auto attribute = [&](CUdevice_attribute which) {
+    int value = 0;
+    FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &value, which, context.device);
+    return value;
+  };
+  info.l2_cache_bytes = static_cast<std::size_t>(attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
+  info.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  info.max_threads_per_sm = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  info.max_blocks_per_sm = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  info.registers_per_sm = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  info.smem_per_sm_bytes = static_cast<std::size_t>(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  info.reserved_smem_per_block_bytes =
+      static_cast<std::size_t>(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
   return info;
 }
 

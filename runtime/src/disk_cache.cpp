@@ -1,7 +1,7 @@
 #include "disk_cache.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -114,6 +114,7 @@ std::optional<KernelArtifact> DiskCache::load(const KeyInputs& inputs) const {
     artifact.description = meta.value("kernel", json::object());
     artifact.source = CacheSource::kDisk;
     artifact.entry_dir = dir;
+    touch_entry(dir);
     return artifact;
   } catch (const json::exception& e) {
     return reject(std::string("meta.json incomplete: ") + e.what());
@@ -158,22 +159,15 @@ fs::path DiskCache::store(const KernelArtifact& artifact) const {
   return final_dir;
 }
 
-DiskCache::KeyLock::KeyLock(const DiskCache& cache, const KeyInputs& inputs) {
-  const fs::path path = cache.entry_dir(inputs).string() + ".lock";
-  std::error_code error;
-  fs::create_directories(path.parent_path(), error);
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(ErrorCode::kCacheIo, "cannot open lock file " + path.string() + ": " + std::strerror(errno));
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno == EINTR) continue;
-    const int saved = errno;
-    ::close(fd_);
-    throw Error(ErrorCode::kCacheIo, "cannot lock " + path.string() + ": " + std::strerror(saved));
-  }
-}
+DiskCache::KeyLock::KeyLock(const DiskCache& cache, const KeyInputs& inputs)
+    : lock_(entry_lock_path(cache.entry_dir(inputs))) {}
 
-DiskCache::KeyLock::~KeyLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+fs::path entry_lock_path(const fs::path& entry_dir) { return entry_dir.string() + ".lock"; }
+
+void touch_entry(const fs::path& entry_dir) {
+  // utimensat with null times sets "now" and needs only write permission, not ownership.
+  if (::utimensat(AT_FDCWD, (entry_dir / kMetaFile).c_str(), nullptr, 0) != 0)
+    log().debug("cannot mark {} as used: {}", entry_dir.string(), std::strerror(errno));
 }
 
 }  // namespace flashrtc::detail

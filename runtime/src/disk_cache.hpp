@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "file_lock.hpp"
 #include "kernel_artifact.hpp"
 
 namespace flashrtc::detail {
@@ -24,17 +25,21 @@ class DiskCache {
   class KeyLock {
    public:
     KeyLock(const DiskCache& cache, const KeyInputs& inputs);
-    ~KeyLock();
-    KeyLock(const KeyLock&) = delete;
-    KeyLock& operator=(const KeyLock&) = delete;
 
    private:
-    int fd_ = -1;
+    FileLock lock_;
   };
 
  private:
   std::filesystem::path root_;
 };
+
+// The lock file of the entry at entry_dir (a sibling: "<key>.lock"), which compiles and cache maintenance take.
+std::filesystem::path entry_lock_path(const std::filesystem::path& entry_dir);
+
+// Marks the entry at entry_dir as used now (meta.json's modification time), for `cache ls` and `prune`.
+// Best effort: a read-only cache stays as it is.
+void touch_entry(const std::filesystem::path& entry_dir);
 
 // <cache_dir>/v<kCacheFormatVersion>
 std::filesystem::path disk_cache_root(const std::filesystem::path& cache_dir);

@@ -59,6 +59,10 @@ KernelArtifact compile(const CompileRequest& request, const std::string& key) {
   ++g_compiles;
   log().info("compiled {} for {} in {:.0f} ms ({} registers, key {})", request.inputs.name_expression,
              request.inputs.arch, artifact.compile_ms, artifact.resources.registers, key);
+  // Once, when it is compiled: later loads of the entry stay quiet (`flashrtc cache ls --spills` lists them).
+  if (artifact.resources.spills())
+    log().warn("{} for {} spills: {} bytes stored, {} bytes loaded (key {})", request.inputs.name_expression,
+               request.inputs.arch, artifact.resources.spill_store_bytes, artifact.resources.spill_load_bytes, key);
   return artifact;
 }
 
@@ -119,9 +123,6 @@ std::shared_ptr<const KernelArtifact> get_artifact(const CompileRequest& request
       ++g_disk_hits;
       log().debug("disk cache hit {}", key);
     }
-    if (artifact->resources.spills())
-      log().warn("{} for {} spills: {} bytes stored, {} bytes loaded (key {})", request.inputs.name_expression,
-                 request.inputs.arch, artifact->resources.spill_store_bytes, artifact->resources.spill_load_bytes, key);
     promise.set_value(artifact);
     if (how) *how = artifact->source;
     return artifact;

@@ -51,6 +51,8 @@ RuntimeConfig RuntimeConfig::from_environment() {
   if (const char* dir = env("FLASHRTC_DUMP_SOURCES")) config.dump_sources_dir = dir;
   if (const char* dir = env("FLASHRTC_KERNEL_DIR")) config.kernel_dir = dir;
   if (const char* arch = env("FLASHRTC_ARCH")) config.arch_override = arch;
+  if (const char* text = env("FLASHRTC_CONFIG")) config.config_override = text;
+  if (const char* path = env("FLASHRTC_TUNE_DB")) config.tune_db = path;
   if (const char* level = env("FLASHRTC_LOG_LEVEL")) config.log_level = level;
   return config;
 }

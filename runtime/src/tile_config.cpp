@@ -121,7 +121,7 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
   const bool mma = forward_kernel_family(dtype) == KernelFamily::kMma;
   const std::vector<int> block_ms = mma ? std::vector<int>{32, 64, 128, 256} : std::vector<int>{16, 32, 64, 128};
   for (int block_m : block_ms)
-    for (int block_n : {16, 32, 64, 128})
+    for (int block_n : mma ? std::vector<int>{16, 32, 48, 64, 96, 128} : std::vector<int>{16, 32, 64, 128})
       for (int warps : {2, 4, 8})
         for (int stages : {1, 2}) {
           const TileConfig config{block_m, block_n, warps, stages};

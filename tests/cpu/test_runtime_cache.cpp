@@ -48,8 +48,8 @@ ForwardSpec small_spec(DType dtype, MaskKind mask, TileConfig tile) {
   return spec;
 }
 // One spec per test that needs a memory-cache miss in this process (see the file comment).
-const ForwardSpec kPersistSpec = small_spec(DType::kFloat16, MaskKind::kCausalTopLeft, {16, 16, 2, 1});
-const ForwardSpec kRequireCachedSpec = small_spec(DType::kBFloat16, MaskKind::kNone, {16, 16, 2, 1});
+const ForwardSpec kPersistSpec = small_spec(DType::kFloat16, MaskKind::kCausalTopLeft, {32, 16, 2, 1});
+const ForwardSpec kRequireCachedSpec = small_spec(DType::kBFloat16, MaskKind::kNone, {32, 16, 2, 1});
 const ForwardSpec kMultiProcessSpec =
     small_spec(DType::kFloat16, MaskKind::kCausalBottomRight, {16, 32, 2, 1});
 
@@ -63,7 +63,7 @@ std::string unique_token() {
 // A forward request whose key no other call has used: a -D option is part of the options, hence of the key.
 CompileRequest unique_request() {
   CompileRequest request =
-      detail::forward_compile_request(small_spec(DType::kFloat16, MaskKind::kNone, {16, 16, 2, 1}), "sm_80");
+      detail::forward_compile_request(small_spec(DType::kFloat16, MaskKind::kNone, {32, 16, 2, 1}), "sm_80");
   request.nvrtc.options.push_back("-DFLASHRTC_TEST_NONCE=" + unique_token());
   request.inputs.options = detail::join_options(request.nvrtc.options);
   return request;

@@ -34,7 +34,7 @@ struct ForwardParams {
   std::optional<float> softmax_scale;      ///< default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;
   void* stream = nullptr;                  ///< CUstream / cudaStream_t; null is the legacy default stream
-  std::optional<TileConfig> config;        ///< explicit tile; default: the built-in table
+  std::optional<TileConfig> config;        ///< explicit tile; else FLASHRTC_CONFIG, tuned, default (config_resolution.hpp)
 };
 
 /// Validates params, compiles or fetches the specialization, and launches it on params.stream in the
@@ -43,7 +43,8 @@ struct ForwardParams {
 /// Needs: device pointers readable with 16-byte vectors: stride_dim == 1, every pointer 16-byte aligned,
 /// other strides multiples of 16 bytes, all strides >= 0. Rows with no visible key get o = 0, lse = -inf.
 /// Throws Error: kInvalidArgument naming the argument (nothing is launched, outputs untouched);
-/// kUnsupported for an explicit config that cannot run; kNoDevice; kNvrtc; kDriver.
+/// kUnsupported for an explicit config that cannot run; kNoDevice; kNvrtc; kDriver; kInvalidArgument or
+/// kUnsupported naming FLASHRTC_CONFIG when that override is malformed or cannot run.
 FLASHRTC_API void attention_forward(const ForwardParams& params);
 
 /// Checks params as attention_forward does, without a device. Throws Error(kInvalidArgument).

@@ -22,6 +22,11 @@ struct FLASHRTC_API RuntimeConfig {
   std::filesystem::path kernel_dir;
   /// FLASHRTC_ARCH=sm_XX overrides the arch that kernels are compiled for (default: the device's).
   std::string arch_override;
+  /// FLASHRTC_CONFIG="block_m=64,block_n=64,warps=4,stages=2": tile fields that override the tuned or
+  /// default tile of every call without an explicit config (only the fields given). Checked at each call.
+  std::string config_override;
+  /// FLASHRTC_TUNE_DB=FILE: the tuning database; empty means cache_dir / "tuning_db.json".
+  std::filesystem::path tune_db;
   /// FLASHRTC_LOG_LEVEL: trace, debug, info, warn (default), error, critical, off.
   std::string log_level = "warn";
 

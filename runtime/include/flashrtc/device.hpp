@@ -16,6 +16,10 @@ struct DeviceInfo {
   std::size_t smem_per_block_optin_bytes = 0;
   std::size_t global_memory_bytes = 0;
   int driver_version = 0;       ///< e.g. 13000
+  std::size_t l2_cache_bytes = 0;
+  /// Per-SM limits, for occupancy (tuning_space.hpp).
+  int max_threads_per_block = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0, registers_per_sm = 0;
+  std::size_t smem_per_sm_bytes = 0, reserved_smem_per_block_bytes = 0;
 };
 
 /// True when libcuda.so.1 loads and cuInit succeeds with at least one device. Never throws.

@@ -1,0 +1,45 @@
+#include "external_tool.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+extern char** environ;
+
+namespace flashrtc::cli {
+
+std::optional<std::string> find_tool(const std::string& name) {
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream parts(path);
+    for (std::string dir; std::getline(parts, dir, ':');)
+      if (!dir.empty()) dirs.push_back(dir);
+  }
+  for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* root = std::getenv(variable)) dirs.push_back(std::string(root) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const std::string& dir : dirs) {
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+int run_tool(const std::string& path, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace flashrtc::cli

@@ -1,0 +1,83 @@
+#pragma once
+/// Which tile a forward call uses, decided in one place for every launch. In order of precedence:
+/// the call's explicit config (ForwardParams::config); FLASHRTC_CONFIG (its fields override the tile below
+/// it); the tuning database (tuning_db.hpp); the built-in default of the shared tile table.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flashrtc/attention.hpp"
+#include "flashrtc/export.hpp"
+#include "flashrtc/tile_config.hpp"
+#include "flashrtc/tuning_db.hpp"
+#include "flashrtc/types.hpp"
+
+namespace flashrtc {
+
+enum class ConfigSource : int { kExplicit = 0, kEnvironment = 1, kTuned = 2, kDefault = 3 };
+/// "explicit", "environment", "tuned", "default".
+FLASHRTC_API const char* to_string(ConfigSource source);
+
+/// Tile fields given by name; the ones given replace the same fields of the tile they apply to.
+struct TileOverride {
+  std::optional<int> block_m, block_n, warps, stages;
+  bool empty() const { return !block_m && !block_n && !warps && !stages; }
+  TileConfig apply(TileConfig base) const;
+};
+
+/// Parses "block_m=64,block_n=64,warps=4,stages=2": any subset, any order, spaces around items allowed.
+/// Throws Error(kInvalidArgument) whose message starts with origin (e.g. "FLASHRTC_CONFIG") and names the
+/// field: an unknown field, a missing or non-integer value, a field given twice, an empty item.
+FLASHRTC_API TileOverride parse_tile_override(std::string_view text, std::string_view origin = "FLASHRTC_CONFIG");
+
+/// The device a tile is chosen for. The tuning database is keyed by its name and arch; its opt-in shared
+/// memory per block bounds the tile.
+struct DeviceTarget {
+  std::string gpu_name;  ///< empty when no device is known: then no tuned entry applies
+  std::string arch;      ///< what kernels are compiled for (FLASHRTC_ARCH, else the device's), e.g. "sm_90a"
+  std::size_t smem_limit_bytes = kSmemBytesSm80;
+};
+
+/// The current device (FLASHRTC_ARCH replacing its arch), or nullopt when there is none.
+/// Throws Error(kDriver) when a device exists but cannot be queried.
+FLASHRTC_API std::optional<DeviceTarget> current_device_target();
+/// What a call resolves against without a device: no name (no tuned entry) and sm_80's shared memory, so the
+/// tile runs on every GPU flashrtc targets.
+FLASHRTC_API DeviceTarget no_device_target();
+/// A named device that is not in hand (e.g. preparing an image): shared memory assumed from arch
+/// (assumed_sm_limits in tuning_space.hpp).
+FLASHRTC_API DeviceTarget assumed_device_target(const std::string& gpu_name, const std::string& arch);
+
+/// The part of a call that decides its tile.
+struct ConfigQuery {
+  DType dtype = DType::kFloat32;
+  int head_dim = 64;
+  MaskKind mask = MaskKind::kNone;
+  std::int64_t seqlen_q = 1, seqlen_kv = 1;
+  std::optional<TileConfig> explicit_config;
+};
+
+struct ConfigResolution {
+  TileConfig config;
+  ConfigSource source = ConfigSource::kDefault;
+  std::string why;                      ///< one line: where the tile came from and what was passed over
+  std::optional<TuningKey> tuning_key;  ///< the key looked up; absent when the target has no GPU name
+  std::optional<TuningEntry> tuned;     ///< the usable entry under that key, also when a higher source won
+  std::filesystem::path tuning_db;      ///< the database consulted
+};
+
+/// The tile for query on target, and where it came from. An override is checked, never dropped silently:
+/// throws Error naming the source (the call's "config" or FLASHRTC_CONFIG) and the field: kInvalidArgument
+/// for a malformed FLASHRTC_CONFIG or a tile the kernel family cannot be built with, kUnsupported for a
+/// tile that exceeds target's shared memory. A tuned entry that no longer fits is skipped with a warning.
+FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target);
+
+/// The query of a call.
+FLASHRTC_API ConfigQuery config_query(const ForwardParams& params);
+
+/// For a call: validates params, then resolves on the current device (no_device_target() without one).
+FLASHRTC_API ConfigResolution resolve_forward_config(const ForwardParams& params);
+
+}  // namespace flashrtc

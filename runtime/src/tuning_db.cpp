@@ -1,0 +1,304 @@
+#include "flashrtc/tuning_db.hpp"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "file_lock.hpp"
+#include "flashrtc/config.hpp"
+#include "flashrtc/error.hpp"
+#include "flashrtc/kernel.hpp"
+#include "log.hpp"
+#include "tuning_db_file.hpp"
+
+namespace flashrtc {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool TuningKey::operator==(const TuningKey& o) const {
+  return gpu_name == o.gpu_name && arch == o.arch && nvrtc_version == o.nvrtc_version && family == o.family &&
+         dtype == o.dtype && head_dim == o.head_dim && mask == o.mask && seqlen_q_bucket == o.seqlen_q_bucket &&
+         seqlen_kv_bucket == o.seqlen_kv_bucket;
+}
+
+std::string to_string(const TuningKey& k) {
+  return k.gpu_name + " " + k.arch + " nvrtc " + k.nvrtc_version + " " + to_string(k.family) + " " +
+         std::string(to_string(k.dtype)) + " d=" + std::to_string(k.head_dim) + " mask=" +
+         std::string(to_string(k.mask)) + " Nq<=" + std::to_string(k.seqlen_q_bucket) +
+         " Nk<=" + std::to_string(k.seqlen_kv_bucket);
+}
+
+std::int64_t seqlen_bucket(std::int64_t seqlen) {
+  std::int64_t bucket = 1;
+  while (bucket < seqlen) bucket *= 2;
+  return bucket;
+}
+
+TuningKey make_tuning_key(const std::string& gpu_name, const std::string& arch, DType dtype, int head_dim,
+                          MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv) {
+  static const std::string nvrtc = nvrtc_version();
+  return {gpu_name, arch, nvrtc, forward_kernel_family(dtype), dtype, head_dim, mask,
+          seqlen_bucket(seqlen_q), seqlen_bucket(seqlen_kv)};
+}
+
+namespace {
+
+// Unit separators: GPU names hold spaces, never control characters.
+std::string key_id(const TuningKey& k) {
+  const char sep = '\x1f';
+  return k.gpu_name + sep + k.arch + sep + k.nvrtc_version + sep + to_string(k.family) + sep +
+         std::string(to_string(k.dtype)) + sep + std::to_string(k.head_dim) + sep + std::string(to_string(k.mask)) +
+         sep + std::to_string(k.seqlen_q_bucket) + sep + std::to_string(k.seqlen_kv_bucket);
+}
+
+KernelFamily family_from(const std::string& name) {
+  for (KernelFamily family : {KernelFamily::kSimt, KernelFamily::kMma})
+    if (name == to_string(family)) return family;
+  throw std::invalid_argument("family '" + name + "' unknown");
+}
+
+std::string utc_text(std::int64_t unix_seconds) {
+  const time_t t = static_cast<time_t>(unix_seconds);
+  tm parts{};
+  gmtime_r(&t, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+json entry_to_json(const TuningEntry& e) {
+  const TuningKey& k = e.key;
+  return {{"key",
+           {{"gpu", k.gpu_name},
+            {"arch", k.arch},
+            {"nvrtc", k.nvrtc_version},
+            {"family", to_string(k.family)},
+            {"dtype", std::string(to_string(k.dtype))},
+            {"head_dim", k.head_dim},
+            {"mask", std::string(to_string(k.mask))},
+            {"seqlen_q_bucket", k.seqlen_q_bucket},
+            {"seqlen_kv_bucket", k.seqlen_kv_bucket}}},
+          {"config",
+           {{"block_m", e.config.block_m},
+            {"block_n", e.config.block_n},
+            {"warps", e.config.warps},
+            {"stages", e.config.stages}}},
+          {"median_ms", e.median_ms},
+          {"tflops", e.tflops},
+          {"shape", {{"batch", e.batch}, {"heads", e.heads}, {"seqlen_q", e.seqlen_q}, {"seqlen_kv", e.seqlen_kv}}},
+          {"space", e.space},
+          {"tuned_unix", e.tuned_unix},
+          {"tuned_at", utc_text(e.tuned_unix)}};
+}
+
+// Throws json::exception or std::invalid_argument on a malformed entry.
+TuningEntry entry_from_json(const json& j) {
+  TuningEntry e;
+  const json& k = j.at("key");
+  e.key.gpu_name = k.at("gpu").get<std::string>();
+  e.key.arch = k.at("arch").get<std::string>();
+  e.key.nvrtc_version = k.at("nvrtc").get<std::string>();
+  e.key.family = family_from(k.at("family").get<std::string>());
+  const auto dtype = parse_dtype(k.at("dtype").get<std::string>());
+  const auto mask = parse_mask(k.at("mask").get<std::string>());
+  if (!dtype) throw std::invalid_argument("dtype '" + k.at("dtype").get<std::string>() + "' unknown");
+  if (!mask) throw std::invalid_argument("mask '" + k.at("mask").get<std::string>() + "' unknown");
+  e.key.dtype = *dtype;
+  e.key.mask = *mask;
+  e.key.head_dim = k.at("head_dim").get<int>();
+  e.key.seqlen_q_bucket = k.at("seqlen_q_bucket").get<std::int64_t>();
+  e.key.seqlen_kv_bucket = k.at("seqlen_kv_bucket").get<std::int64_t>();
+  const json& c = j.at("config");
+  e.config = {c.at("block_m").get<int>(), c.at("block_n").get<int>(), c.at("warps").get<int>(),
+              c.at("stages").get<int>()};
+  e.median_ms = j.value("median_ms", 0.0);
+  e.tflops = j.value("tflops", 0.0);
+  if (j.contains("shape")) {
+    const json& s = j.at("shape");
+    e.batch = s.value("batch", std::int64_t{0});
+    e.heads = s.value("heads", std::int64_t{0});
+    e.seqlen_q = s.value("seqlen_q", std::int64_t{0});
+    e.seqlen_kv = s.value("seqlen_kv", std::int64_t{0});
+  }
+  e.space = j.value("space", std::string());
+  e.tuned_unix = j.value("tuned_unix", std::int64_t{0});
+  return e;
+}
+
+// This process's copy of one database file: read once, replaced by record_tuning_entry.
+struct LoadedDb {
+  std::vector<TuningEntry> entries;
+  std::map<std::string, std::size_t> by_key;  // key_id -> index into entries
+};
+
+std::shared_ptr<const LoadedDb> make_loaded(std::vector<TuningEntry> entries) {
+  auto db = std::make_shared<LoadedDb>();
+  db->entries = std::move(entries);
+  for (std::size_t i = 0; i < db->entries.size(); ++i) db->by_key[key_id(db->entries[i].key)] = i;
+  return db;
+}
+
+struct LoadedDbs {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const LoadedDb>> by_path;
+};
+
+LoadedDbs& loaded_dbs() {
+  static LoadedDbs* dbs = new LoadedDbs;  // leaked: launches may consult it during static destruction
+  return *dbs;
+}
+
+std::shared_ptr<const LoadedDb> loaded(const fs::path& path) {
+  LoadedDbs& dbs = loaded_dbs();
+  std::lock_guard<std::mutex> lock(dbs.mutex);
+  auto it = dbs.by_path.find(path.string());
+  if (it != dbs.by_path.end()) return it->second;
+  detail::TuningDbContents contents = detail::read_tuning_db_file(path);
+  for (const std::string& problem : contents.problems)
+    detail::log().warn("tuning database {}: {}{}", path.string(), problem,
+                       contents.ignored ? "; ignored, calls use the default tiles" : "");
+  auto db = make_loaded(std::move(contents.entries));
+  dbs.by_path.emplace(path.string(), db);
+  return db;
+}
+
+std::string unique_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(::getpid()));
+  std::ostringstream s;
+  s << ::getpid() << "-" << std::hex << rng();
+  return s.str();
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + unique_suffix());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw Error(ErrorCode::kCacheIo, "cannot write the tuning database " + tmp.string());
+    }
+  }
+  std::error_code error;
+  fs::rename(tmp, path, error);
+  if (error) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error(ErrorCode::kCacheIo, "cannot rename " + tmp.string() + " to " + path.string() + ": " + error.message());
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+TuningDbContents read_tuning_db_file(const fs::path& path) {
+  TuningDbContents contents;
+  std::error_code error;
+  if (!fs::exists(path, error)) return contents;
+  contents.exists = true;
+  auto ignore = [&](const std::string& why) {
+    contents.ignored = true;
+    contents.problems.push_back(why);
+    return contents;
+  };
+  if (!fs::is_regular_file(path, error)) return ignore("not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || in.bad()) return ignore("unreadable");
+  json root;
+  try {
+    root = json::parse(text.str());
+  } catch (const json::exception& e) {
+    return ignore(std::string("not JSON (") + e.what() + ")");
+  }
+  if (!root.is_object() || !root.contains("format_version") || !root["format_version"].is_number_integer())
+    return ignore("no format_version: not a flashrtc tuning database");
+  if (root["format_version"].get<int>() != kTuningDbFormatVersion)
+    return ignore("stale: format version " + root["format_version"].dump() + ", this flashrtc reads " +
+                  std::to_string(kTuningDbFormatVersion));
+  if (!root.contains("entries") || !root["entries"].is_array()) return ignore("no entries array");
+  std::size_t index = 0;
+  for (const json& item : root["entries"]) {
+    try {
+      contents.entries.push_back(entry_from_json(item));
+    } catch (const std::exception& e) {
+      contents.problems.push_back("entry " + std::to_string(index) + " ignored (" + e.what() + ")");
+    }
+    ++index;
+  }
+  return contents;
+}
+
+std::string tuning_db_text(const std::vector<TuningEntry>& entries) {
+  json items = json::array();
+  for (const TuningEntry& entry : entries) items.push_back(entry_to_json(entry));
+  const json root = {{"format", "flashrtc tuning database"},
+                     {"format_version", kTuningDbFormatVersion},
+                     {"entries", std::move(items)}};
+  return root.dump(2) + "\n";
+}
+
+void forget_loaded_tuning_dbs() {
+  LoadedDbs& dbs = loaded_dbs();
+  std::lock_guard<std::mutex> lock(dbs.mutex);
+  dbs.by_path.clear();
+}
+
+}  // namespace detail
+
+fs::path tuning_db_path() {
+  const RuntimeConfig& config = runtime_config();
+  return config.tune_db.empty() ? config.cache_dir / "tuning_db.json" : config.tune_db;
+}
+
+std::vector<TuningEntry> tuning_db_entries() { return loaded(tuning_db_path())->entries; }
+
+std::optional<TuningEntry> find_tuning_entry(const TuningKey& key) {
+  const auto db = loaded(tuning_db_path());
+  const auto it = db->by_key.find(key_id(key));
+  if (it == db->by_key.end()) return std::nullopt;
+  return db->entries[it->second];
+}
+
+void record_tuning_entry(const TuningEntry& entry) {
+  const fs::path path = tuning_db_path();
+  std::error_code error;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), error);
+  detail::FileLock lock(path.string() + ".lock");
+  detail::TuningDbContents contents = detail::read_tuning_db_file(path);
+  if (contents.exists && contents.ignored) {
+    const fs::path aside = path.string() + ".unreadable";
+    fs::rename(path, aside, error);
+    detail::log().warn("tuning database {} was unusable ({}); set aside as {}", path.string(),
+                       contents.problems.empty() ? "" : contents.problems.front(), aside.string());
+  }
+  std::vector<TuningEntry> entries = std::move(contents.entries);
+  const std::string id = key_id(entry.key);
+  const auto same = std::find_if(entries.begin(), entries.end(), [&](const TuningEntry& e) { return key_id(e.key) == id; });
+  if (same != entries.end())
+    *same = entry;
+  else
+    entries.push_back(entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const TuningEntry& a, const TuningEntry& b) { return key_id(a.key) < key_id(b.key); });
+  write_atomically(path, detail::tuning_db_text(entries));
+  LoadedDbs& dbs = loaded_dbs();
+  std::lock_guard<std::mutex> guard(dbs.mutex);
+  dbs.by_path[path.string()] = make_loaded(std::move(entries));
+}
+
+}  // namespace flashrtc

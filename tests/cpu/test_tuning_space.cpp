@@ -1,0 +1,184 @@
+// The tuner's candidate space and occupancy arithmetic: every candidate fits the limits it was enumerated
+// for (shared memory, threads, resident blocks), quick is a subset of full around the default, and the
+// warm-up list of a deployment includes the tuned tiles.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "cpu/helpers/tuning_test_util.hpp"
+#include "flashrtc/kernel.hpp"
+#include "flashrtc/tuning_db.hpp"
+#include "flashrtc/tuning_space.hpp"
+
+using namespace flashrtc;
+
+namespace {
+
+bool contains(const std::vector<TileConfig>& configs, const TileConfig& c) {
+  return std::find(configs.begin(), configs.end(), c) != configs.end();
+}
+
+constexpr DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+constexpr int kHeadDims[] = {32, 64, 128, 256};
+
+}  // namespace
+
+TEST_CASE("tuning space: every candidate fits the shared memory, threads and SM it was enumerated for") {
+  const SmLimits h100 = assumed_sm_limits("sm_90a");
+  SmLimits small = h100;
+  small.smem_per_block_bytes = 48 * 1024;
+  SmLimits few_threads = h100;
+  few_threads.max_threads_per_block = 128;
+  SmLimits small_sm = h100;
+  small_sm.smem_per_sm_bytes = 64 * 1024;  // the per-block opt-in stays larger: the SM is the bound
+
+  for (DType dtype : kDtypes)
+    for (int head_dim : kHeadDims) {
+      INFO(to_string(dtype) << " d=" << head_dim);
+      const auto full = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kFull, h100);
+      REQUIRE_FALSE(full.empty());
+      CHECK(std::is_sorted(full.begin(), full.end(), [](const TileConfig& a, const TileConfig& b) {
+        return std::tie(a.block_m, a.block_n, a.warps, a.stages) < std::tie(b.block_m, b.block_n, b.warps, b.stages);
+      }));
+      for (const TileConfig& c : full) {
+        INFO(to_string(c));
+        CHECK(check_forward_config(dtype, head_dim, c, h100.smem_per_block_bytes) == "");
+        CHECK(forward_smem_bytes(dtype, head_dim, c) <= h100.smem_per_block_bytes);
+        CHECK(resident_blocks_per_sm(h100, c.warps * 32, 0, forward_smem_bytes(dtype, head_dim, c)) >= 1);
+      }
+      // Everything the family offers that fits is there, and the default.
+      for (const TileConfig& c : forward_config_space(dtype, head_dim, h100.smem_per_block_bytes))
+        CHECK(contains(full, c));
+      CHECK(contains(full, default_forward_config(dtype, head_dim, h100.smem_per_block_bytes)));
+
+      for (const SmLimits* limits : {&small, &few_threads, &small_sm}) {
+        const auto bounded = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kFull, *limits);
+        CHECK(bounded.size() <= full.size());
+        for (const TileConfig& c : bounded) {
+          INFO(to_string(c));
+          CHECK(contains(full, c));
+          CHECK(c.warps * 32 <= limits->max_threads_per_block);
+          CHECK(forward_smem_bytes(dtype, head_dim, c) <= limits->smem_per_block_bytes);
+          CHECK(forward_smem_bytes(dtype, head_dim, c) + limits->reserved_smem_per_block_bytes <=
+                limits->smem_per_sm_bytes);
+        }
+        // And nothing that fits is left out.
+        for (const TileConfig& c : full) {
+          const std::size_t smem = forward_smem_bytes(dtype, head_dim, c);
+          if (c.warps * 32 <= limits->max_threads_per_block && smem <= limits->smem_per_block_bytes &&
+              smem + limits->reserved_smem_per_block_bytes <= limits->smem_per_sm_bytes)
+            CHECK(contains(bounded, c));
+        }
+      }
+    }
+}
+
+TEST_CASE("tuning space: quick is a smaller subset of full with the default, bounded by the sequence lengths") {
+  const SmLimits limits = assumed_sm_limits("sm_90a");
+  for (DType dtype : kDtypes)
+    for (int head_dim : kHeadDims) {
+      INFO(to_string(dtype) << " d=" << head_dim);
+      const auto full = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kFull, limits);
+      const auto quick = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kQuick, limits);
+      REQUIRE_FALSE(quick.empty());
+      CHECK(quick.size() <= full.size());
+      if (full.size() > 8) CHECK(quick.size() < full.size());
+      for (const TileConfig& c : quick) CHECK(contains(full, c));
+      CHECK(contains(quick, default_forward_config(dtype, head_dim, limits.smem_per_block_bytes)));
+
+      // Short sequences: no tile taller than the query bucket unless nothing smaller exists.
+      const auto short_q = tuning_candidates(dtype, head_dim, 20, 4096, TuneSpace::kQuick, limits);
+      REQUIRE_FALSE(short_q.empty());
+      int smallest_m = full.front().block_m;
+      for (const TileConfig& c : full) smallest_m = std::min(smallest_m, c.block_m);
+      const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
+      for (const TileConfig& c : short_q)
+        if (!(c == fallback)) CHECK(c.block_m <= std::max(32, smallest_m));
+    }
+}
+
+TEST_CASE("occupancy: resident blocks are bounded by threads, registers, shared memory and the block limit") {
+  SmLimits sm;  // sm_80-like: 2048 threads, 32 blocks, 64 K registers, 164 KB per SM, 1 KB reserved per block
+  sm.smem_per_block_bytes = 163 * 1024;
+  CHECK(resident_blocks_per_sm(sm, 256, 0, 0) == 8);           // threads: 2048 / 256
+  CHECK(resident_blocks_per_sm(sm, 32, 0, 0) == 32);           // the block limit
+  CHECK(resident_blocks_per_sm(sm, 256, 128, 0) == 2);         // 128 x 32 = 4096 per warp: 16 warps
+  CHECK(resident_blocks_per_sm(sm, 256, 121, 0) == 2);         // rounded up to 128 per thread
+  CHECK(resident_blocks_per_sm(sm, 256, 64, 0) == 4);
+  CHECK(resident_blocks_per_sm(sm, 128, 255, 0) == 2);         // 8192 per warp: 8 warps
+  CHECK(resident_blocks_per_sm(sm, 256, 255, 0) == 1);
+  CHECK(resident_blocks_per_sm(sm, 512, 255, 0) == 0);         // 16 warps of 255 registers do not fit
+  CHECK(resident_blocks_per_sm(sm, 128, 256, 0) == 0);         // over the per-thread maximum
+  CHECK(resident_blocks_per_sm(sm, 128, 32, 80 * 1024) == 2);  // (80 + 1) KB per block in 164 KB
+  CHECK(resident_blocks_per_sm(sm, 128, 32, 81 * 1024) == 2);
+  CHECK(resident_blocks_per_sm(sm, 128, 32, 82 * 1024) == 1);
+  CHECK(resident_blocks_per_sm(sm, 128, 32, 164 * 1024) == 0);  // over the per-block opt-in
+  CHECK(resident_blocks_per_sm(sm, 1025, 0, 0) == 0);
+  CHECK(resident_blocks_per_sm(sm, 0, 0, 0) == 0);
+  CHECK(occupancy(sm, 256, 2) == doctest::Approx(0.25));
+  CHECK(occupancy(sm, 256, 8) == doctest::Approx(1.0));
+}
+
+TEST_CASE("assumed limits per arch, for machines without the GPU") {
+  CHECK(assumed_sm_limits("sm_80").smem_per_block_bytes == kSmemBytesSm80);
+  CHECK(assumed_sm_limits("sm_90a").smem_per_block_bytes == kSmemBytesSm90);
+  CHECK(assumed_sm_limits("sm_90").smem_per_block_bytes == kSmemBytesSm90);
+  CHECK(assumed_sm_limits("sm_100a").smem_per_block_bytes == kSmemBytesSm90);
+  CHECK(assumed_sm_limits("sm_86").smem_per_block_bytes == 99 * 1024);
+  CHECK(assumed_sm_limits("sm_86").max_threads_per_sm == 1536);
+  CHECK(assumed_sm_limits("sm_120").smem_per_block_bytes == 99 * 1024);
+  CHECK(assumed_sm_limits("garbage").smem_per_block_bytes == kSmemBytesSm80);
+  CHECK(parse_tune_space("quick") == TuneSpace::kQuick);
+  CHECK(parse_tune_space("full") == TuneSpace::kFull);
+  CHECK_FALSE(parse_tune_space("fast").has_value());
+}
+
+TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that arch and NVRTC") {
+  test::TuningSandbox sandbox("flashrtc-warm-specs");
+  const auto defaults = warm_forward_specs("sm_90a");
+  // Every default: for long (or unknown) key sequences, and for short ones where that differs.
+  std::size_t expected = 0;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (int head_dim : {32, 64, 96, 128, 256})
+      expected += default_forward_config(dtype, head_dim, kSmemBytesSm90, 512) ==
+                          default_forward_config(dtype, head_dim, kSmemBytesSm90)
+                      ? 3
+                      : 6;
+  CHECK(expected > 3 * 5 * 3);  // bf16/fp16 d=64 keeps 128x64 tiles for short sequences on sm_90
+  CHECK(defaults.size() == expected);
+  for (const ForwardSpec& s : defaults)
+    CHECK((s.tile == default_forward_config(s.dtype, s.head_dim, kSmemBytesSm90) ||
+           s.tile == default_forward_config(s.dtype, s.head_dim, kSmemBytesSm90, 512)));
+  // sm_80's defaults fit its smaller shared memory.
+  for (const ForwardSpec& s : warm_forward_specs("sm_80"))
+    CHECK(forward_smem_bytes(s.dtype, s.head_dim, s.tile) <= kSmemBytesSm80);
+
+  const DType dtype = DType::kFloat32;  // the SIMT family, with head dims of any multiple of 8
+  const auto space = forward_config_space(dtype, 80, kSmemBytesSm80);
+  REQUIRE(space.size() >= 2);
+  const TileConfig tuned = space.front();
+  auto entry = [&](const std::string& arch, const TileConfig& c) {
+    return test::make_entry(make_tuning_key("Test GPU", arch, dtype, 80, MaskKind::kCausalTopLeft, 512, 512), c);
+  };
+  record_tuning_entry(entry("sm_90a", tuned));
+  record_tuning_entry(entry("sm_80", space.back()));
+  TuningEntry other_compiler = entry("sm_90a", space.back());
+  other_compiler.key.gpu_name = "Other";
+  other_compiler.key.nvrtc_version = "1.0";
+  record_tuning_entry(other_compiler);
+  // A tuned tile equal to a default is warmed once.
+  record_tuning_entry(test::make_entry(
+      make_tuning_key("Test GPU", "sm_90a", DType::kBFloat16, 128, MaskKind::kNone, 4096, 4096),
+      default_forward_config(DType::kBFloat16, 128, kSmemBytesSm90)));
+
+  const auto warmed = warm_forward_specs("sm_90a");
+  REQUIRE(warmed.size() == defaults.size() + 1);
+  const ForwardSpec& added = warmed.back();
+  CHECK(added.dtype == dtype);
+  CHECK(added.head_dim == 80);
+  CHECK(added.mask == MaskKind::kCausalTopLeft);
+  CHECK(added.tile == tuned);
+  CHECK(warm_forward_specs("sm_80").size() == defaults.size() + 1);
+  CHECK(warm_forward_specs("sm_90a", false).size() == defaults.size());
+}
