@@ -405,7 +405,7 @@ TEST_CASE("C API: a valid call without a GPU returns FLASHRTC_ERROR_NO_DEVICE") 
   p.softmax_scale = std::nanf("");  // documented: NaN means the default scale, not an error
   CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
   CHECK(contains(flashrtc_last_error(), "NoDevice"));
-  p.block_m = 32, p.block_n = 32, p.warps = 4, p.stages = 1;  // an explicit valid tile changes nothing
+  p.block_m = 64, p.block_n = 32, p.warps = 4, p.stages = 1;  // an explicit valid tile changes nothing
   CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
 }
 
