@@ -4,7 +4,8 @@
 # Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
 # Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
 # standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
-# summary of every cached tensor-core kernel).
+# summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
+# a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -96,4 +97,20 @@ if [[ " $steps " == *" sass "* ]]; then
     [[ $name == bf16_*_none_* ]] && cp "$f" "$OUT/sass/"
     echo "$name: HMMA $(grep -c HMMA "$f") LDSM $(grep -c LDSM "$f") STL $(grep -c STL "$f") LDL $(grep -c LDL "$f") lines $(wc -l < "$f")"
   done 2>&1 | tee "$OUT/sass_summary.txt"
+fi
+
+if [[ " $steps " == *" tune "* ]]; then
+  bash "$D/tune_then_config.sh" "$FR" > "$OUT/gpu_tune_then_config.log" 2>&1
+  echo "gpu_tune_then_config: exit $?" | tee -a "$OUT/gpu_tune_then_config.log"
+  (
+    export FLASHRTC_CACHE_DIR=$(mktemp -d) FLASHRTC_TUNE_DB=$(mktemp -d)/tuning_db.json
+    shape=(--dtype bf16 --head-dim 128 --seqlen 4096)
+    plot="$OUT/tune_d128.png"
+    command -v gnuplot >/dev/null || plot="$OUT/tune_d128.gp"  # the script that draws it, without gnuplot
+    start=$SECONDS
+    "$FR" tune "${shape[@]}" --space quick --json "$OUT/tune_d128.json" --plot "$plot"
+    echo "tune wall time: $((SECONDS - start)) s (cold cache: compiles included)"
+    "$FR" config "${shape[@]}"
+    "$FR" run --batch 2 --heads 16 --seqlen 4096 --head-dim 128 --dtype bf16 --iters 50
+  ) 2>&1 | tee "$OUT/tune_d128.log"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies what the GPU machine needs into .devbuild/ (git-ignored; name it in the device tool's carry):
-# the flashrtc command, the runtime library, the gpu test binaries and the peers' benchmark script; and in
+# the flashrtc command, the runtime library, the gpu test binaries and scripts, the peers' benchmark script; and in
 # .devbuild/python/ the Python package (carrying its own copy of the library, where it looks first), its
 # gpu test, bench/compare.py and the peers' script beside it.
 set -euo pipefail
@@ -10,6 +10,7 @@ rm -rf .devbuild && mkdir -p .devbuild
 cp -a "$build"/host/flashrtc/flashrtc "$build"/runtime/libflashrtc.so* .devbuild/
 find "$build"/tests -maxdepth 1 -type f -name 'gpu_*' -perm -u+x -exec cp {} .devbuild/ \;
 cp ../shared/bench/sdpa_peers.py .devbuild/
+cp tests/gpu/*.sh .devbuild/
 mkdir -p .devbuild/python/flashrtc
 cp python/flashrtc/*.py .devbuild/python/flashrtc/
 cp -L "$build"/runtime/libflashrtc.so.0 .devbuild/python/flashrtc/
