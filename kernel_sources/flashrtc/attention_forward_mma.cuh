@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core forward kernel");
   constexpr int kThreads = kShape.threads();
   constexpr int kChunks = kShape.chunks();
+  constexpr int kLoadSlots = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
   constexpr int kPitch = kShape.pitch_chunks();
   constexpr bool kSwizzle = kShape.swizzled();
   constexpr int kMT = kShape.m_tiles();
@@ -73,16 +74,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
 
   // Copies rows [row0, row0 + rows) of a [seq, head_dim] matrix into a tile; rows past rows_end and columns
-  // past head_dim read as zeros. When the block's threads cover whole rows of chunks, each thread copies one
-  // column chunk every kRowStep rows, so its addresses advance by constants instead of being recomputed.
+  // past head_dim read as zeros. Each row is given kLoadSlots threads (chunks rounded up to a power of two;
+  // the extra slots idle), so when they divide the block each thread copies one column chunk every kRowStep
+  // rows and its addresses advance by constants, without a division per chunk (12-chunk rows at d = 96).
   auto load_tile = [&](unsigned dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
     const long long left = rows_end - row0;  // rows of the matrix from row0 on
     const int rows_left = left < rows ? static_cast<int>(left) : rows;
     const T* tile_src = src + row0 * stride_seq;
-    if constexpr (kThreads % kChunks == 0) {
-      constexpr int kRowStep = kThreads / kChunks;
-      const int r = tid / kChunks;
-      const int chunk = tid % kChunks;
+    if constexpr (kThreads % kLoadSlots == 0) {
+      constexpr int kRowStep = kThreads / kLoadSlots;
+      const int r = tid / kLoadSlots;
+      const int chunk = tid % kLoadSlots;
+      if (kLoadSlots != kChunks && chunk >= kChunks) return;
       const bool chunk_valid = chunk * 8 < kHeadDim;
       const T* row_src = tile_src + r * stride_seq + chunk * 8;
       const long long step = kRowStep * stride_seq;
