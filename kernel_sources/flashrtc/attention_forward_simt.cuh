@@ -10,6 +10,7 @@
 // row_threads threads of one query row sit in one warp, so row max and row sum are warp shuffles.
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
+#include "flashrtc/forward_block.cuh"
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/simt_forward_shape.cuh"
 
@@ -44,26 +45,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   const int tc = tid % kRowThreads;
   const int tr = tid / kRowThreads;
 
-  const int m_linear = blockIdx.x % p.num_m_blocks;
-  const int bh = blockIdx.x / p.num_m_blocks;
-  const int head = bh % p.heads_q;
-  const int batch = bh / p.heads_q;
-  // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
-  const int m_block = kCausal ? p.num_m_blocks - 1 - m_linear : m_linear;
-  const long long m0 = static_cast<long long>(m_block) * kBlockM;
-  const int kv_head = head / p.kv_group;
-
-  const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
-  const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
-  const T* v_ptr = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
-  T* o_ptr = static_cast<T*>(p.o) + batch * p.o_stride_batch + head * p.o_stride_head;
-  float* lse_ptr = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
-
-  // Key j is visible to query i iff j <= i + diag (causal masks only).
-  const long long diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  long long n_end = p.seqlen_kv;
-  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
-  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+  const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
+  const long long m0 = block.m0;
+  const long long diag = block.diag;
+  const int num_n_blocks = block.num_n_blocks;
+  const T* q_ptr = block.q;
+  const T* k_ptr = block.k;
+  const T* v_ptr = block.v;
+  T* o_ptr = block.o;
+  float* lse_ptr = block.lse;
 
   if (num_n_blocks == 0) {  // every row of this block is fully masked: o = 0, lse = -inf
 #pragma unroll

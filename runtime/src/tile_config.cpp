@@ -1,5 +1,6 @@
 #include "flashrtc/tile_config.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 
@@ -62,22 +63,17 @@ constexpr DefaultTile kMmaDefaultTiles[] = {
     {256, {{{64, 32, 4, 2}}, kNoTile}, "d=256: 302; 64x64 with one stage ran 325 but spills 8 bytes"},
 };
 
+// The table row for head_dim: the first whose max_head_dim covers it (the last for larger ones).
 template <std::size_t N>
-TileConfig pick_default(const DefaultTile (&table)[N], DType dtype, int head_dim, std::size_t smem_limit_bytes,
-                        std::int64_t seqlen_kv) {
-  const DefaultTile* row = std::prev(std::end(table));
-  for (const DefaultTile& candidate_row : table)
-    if (head_dim <= candidate_row.max_head_dim) {
-      row = &candidate_row;
-      break;
-    }
-  for (const DefaultCandidate& candidate : row->candidates)
-    if (candidate.tile.block_m > 0 && smem_limit_bytes >= candidate.min_smem_limit &&
-        (seqlen_kv <= 0 || seqlen_kv >= candidate.min_seqlen_kv) &&
-        forward_smem_bytes(dtype, head_dim, candidate.tile) <= smem_limit_bytes)
-      return candidate.tile;
-  // Nothing fits: the last real candidate, whose shared-memory error the launch will report.
-  return row->candidates[1].tile.block_m > 0 ? row->candidates[1].tile : row->candidates[0].tile;
+const DefaultTile& row_for(const DefaultTile (&table)[N], int head_dim) {
+  for (const DefaultTile& row : table)
+    if (head_dim <= row.max_head_dim) return row;
+  return *std::prev(std::end(table));
+}
+
+const DefaultTile& default_row(DType dtype, int head_dim) {
+  return forward_kernel_family(dtype) == KernelFamily::kMma ? row_for(kMmaDefaultTiles, head_dim)
+                                                            : row_for(kSimtDefaultTiles, head_dim);
 }
 
 }  // namespace
@@ -131,9 +127,27 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
 }
 
 TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes, std::int64_t seqlen_kv) {
-  return forward_kernel_family(dtype) == KernelFamily::kMma
-             ? pick_default(kMmaDefaultTiles, dtype, head_dim, smem_limit_bytes, seqlen_kv)
-             : pick_default(kSimtDefaultTiles, dtype, head_dim, smem_limit_bytes, seqlen_kv);
+  const DefaultTile& row = default_row(dtype, head_dim);
+  for (const DefaultCandidate& candidate : row.candidates)
+    if (candidate.tile.block_m > 0 && smem_limit_bytes >= candidate.min_smem_limit &&
+        (seqlen_kv <= 0 || seqlen_kv >= candidate.min_seqlen_kv) &&
+        forward_smem_bytes(dtype, head_dim, candidate.tile) <= smem_limit_bytes)
+      return candidate.tile;
+  // Nothing fits: the last real candidate, whose shared-memory error the launch will report.
+  return row.candidates[1].tile.block_m > 0 ? row.candidates[1].tile : row.candidates[0].tile;
+}
+
+std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes) {
+  // Key lengths where the choice can change: unknown (or long), and just below each candidate's minimum.
+  std::vector<std::int64_t> lengths = {0};
+  for (const DefaultCandidate& candidate : default_row(dtype, head_dim).candidates)
+    if (candidate.min_seqlen_kv > 1) lengths.push_back(candidate.min_seqlen_kv - 1);
+  std::vector<TileConfig> tiles;
+  for (std::int64_t seqlen_kv : lengths) {
+    const TileConfig tile = default_forward_config(dtype, head_dim, smem_limit_bytes, seqlen_kv);
+    if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
+  }
+  return tiles;
 }
 
 }  // namespace flashrtc

@@ -91,11 +91,9 @@ std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_
     if (fits_sm(c)) fits.push_back(c);
   // The default is always a candidate, so a tune never ends slower than the call without it; the family's
   // table may hold a default its enumeration does not list (e.g. a block_n of 96).
-  // Short key sequences may have their own default (kShortKeys keys is short for every table row).
-  constexpr std::int64_t kShortKeys = 512;
-  const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
-  const TileConfig short_fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes, kShortKeys);
-  for (const TileConfig& c : {fallback, short_fallback})
+  const std::vector<TileConfig> defaults = default_forward_configs(dtype, head_dim, limits.smem_per_block_bytes);
+  const TileConfig& fallback = defaults.front();
+  for (const TileConfig& c : defaults)
     if (!contains(fits, c) && fits_sm(c) && check_forward_config(dtype, head_dim, c, limits.smem_per_block_bytes).empty())
       fits.push_back(c);
   std::sort(fits.begin(), fits.end(), config_less);
@@ -127,10 +125,8 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (int head_dim : {32, 64, 96, 128, 256})
       for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
-        for (std::int64_t keys : {std::int64_t{0}, std::int64_t{512}}) {  // long (or unknown) and short key sequences
-          const ForwardSpec spec{dtype, head_dim, mask, default_forward_config(dtype, head_dim, smem, keys)};
-          if (keys == 0 || !(spec.tile == specs.back().tile)) specs.push_back(spec);
-        }
+        for (const TileConfig& tile : default_forward_configs(dtype, head_dim, smem))
+          specs.push_back({dtype, head_dim, mask, tile});
   if (!with_tuned) return specs;
   const std::string nvrtc = nvrtc_version();
   for (const TuningEntry& entry : tuning_db_entries()) {

@@ -55,6 +55,10 @@ FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_
 FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes = kSmemBytesSm80,
                                                std::int64_t seqlen_kv = 0);
 
+/// Every tile default_forward_config can return for dtype, head_dim and smem_limit_bytes, whatever the key
+/// length: the one for long (or unknown) sequences first. What a warmed cache and the tuner must include.
+FLASHRTC_API std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes);
+
 /// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.
 constexpr bool is_supported_head_dim(int head_dim) {
   return head_dim >= 8 && head_dim <= kMaxHeadDim && head_dim % 8 == 0;

@@ -1,0 +1,43 @@
+#pragma once
+// What one thread block of a forward kernel owns, shared by every kernel family: its (batch, head, query
+// block), the base addresses of its Q, K, V, O and lse rows, and the key blocks it visits.
+#include "flashrtc/forward_params.cuh"
+
+namespace flashrtc {
+
+template <typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
+struct ForwardBlock {
+  long long m0;       // first query row
+  long long diag;     // key j is visible to query i iff j <= i + diag (causal masks only)
+  int num_n_blocks;   // key blocks to visit; 0 when every row of the block is fully masked
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  float* lse;         // this (batch, head)'s lse row, or null
+
+  __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) {
+    constexpr bool kCausal = kMask != kernel::Mask::kNone;
+    const int m_linear = blockIdx.x % p.num_m_blocks;
+    const int bh = blockIdx.x / p.num_m_blocks;
+    const int head = bh % p.heads_q;
+    const int batch = bh / p.heads_q;
+    // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
+    const int m_block = kCausal ? p.num_m_blocks - 1 - m_linear : m_linear;
+    m0 = static_cast<long long>(m_block) * kBlockM;
+    const int kv_head = head / p.kv_group;
+
+    q = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
+    k = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
+    v = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
+    o = static_cast<T*>(p.o) + batch * p.o_stride_batch + head * p.o_stride_head;
+    lse = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
+
+    diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+    long long n_end = p.seqlen_kv;
+    if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
+    num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+  }
+};
+
+}  // namespace flashrtc
