@@ -1,0 +1,12 @@
+#pragma once
+// The launch of the forward families that share kernel::ForwardParams (forward_params.cuh) and
+// ForwardBlock's grid (forward_block.cuh): one thread block per (batch, head, query block).
+#include "flashrtc/kernel_family.hpp"
+
+namespace flashrtc::detail {
+
+// KernelFamily::build_launch for those families. Throws Error(kInvalidArgument) when the grid would exceed
+// 2^31 - 1 blocks.
+void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args);
+
+}  // namespace flashrtc::detail
