@@ -161,13 +161,20 @@ class ImportAndLibrarySearch(unittest.TestCase):
 
 
 class StructLayout(unittest.TestCase):
-    def test_matches_the_c_header(self):  # the same numbers as tests/cpu/test_runtime_validation.cpp
+    def test_matches_the_c_header(self):  # the same numbers as tests/cpu/test_c_api.cpp
         P = _library.ForwardParams
         self.assertEqual(ctypes.sizeof(_library.Tensor), 40)
-        self.assertEqual(ctypes.sizeof(P), 256)
-        offsets = {"batch": 8, "head_dim": 48, "q": 56, "o": 176, "lse": 216, "softmax_scale": 224, "mask": 228,
-                   "stream": 232, "block_m": 240, "stages": 252}
+        self.assertEqual(ctypes.sizeof(P), 264)
+        offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "head_dim": 48, "q": 56, "o": 176, "lse": 216,
+                   "softmax_scale": 224, "has_softmax_scale": 228, "mask": 232, "block_m": 236, "stages": 248,
+                   "stream": 256}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
+    @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+    def test_the_library_fills_the_size_and_defaults(self):
+        p = _library.load().new_params()
+        self.assertEqual(p.struct_size, ctypes.sizeof(_library.ForwardParams))
+        self.assertEqual((p.q.stride_dim, p.o.stride_dim, p.has_softmax_scale, p.softmax_scale), (1, 1, 0, 0.0))
 
 
 class ArgumentErrors(unittest.TestCase):
@@ -227,8 +234,7 @@ class ArgumentErrors(unittest.TestCase):
             flashrtc.attention(q, k, v, out=o, scale="0.5")
         with self.assertRaisesRegex(TypeError, "stream"):
             flashrtc.attention(q, k, v, out=o, stream="default")
-        with self.assertRaisesRegex(ValueError, "negative"):
-            flashrtc.attention(q, k, v, out=o, stream=-1)
+        self.invalid("stream=-1: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
 
     def test_outputs_of_non_torch_inputs_must_be_given(self):
         q, k, v, o = qkvo()
@@ -292,10 +298,11 @@ class Marshalling(unittest.TestCase):
         for config in ((128, 64, 8, 2), {"block_m": 128, "block_n": 64, "warps": 8, "stages": 2}):
             p = _attention.prepare(q, k, v, out=o, config=config).params
             self.assertEqual((p.block_m, p.block_n, p.warps, p.stages), (128, 64, 8, 2))
-        call = _attention.prepare(q, k, v, out=o)
-        self.assertIsNone(call.scale)  # the default, through the plain entry point
-        call = _attention.prepare(q, k, v, out=o, scale=-0.5)
-        self.assertEqual(call.scale, -0.5)
+        p = _attention.prepare(q, k, v, out=o).params
+        self.assertEqual((p.has_softmax_scale, p.softmax_scale), (0, 0.0))  # the default, 1/sqrt(d)
+        for scale in (-0.5, 0, 0.0, 3):
+            p = _attention.prepare(q, k, v, out=o, scale=scale).params
+            self.assertEqual((p.has_softmax_scale, p.softmax_scale), (1, scale))
         lse = lse_for()
         call = _attention.prepare(q, k, v, out=o, lse_out=lse)
         self.assertEqual(call.params.lse, lse.interface["data"][0])
