@@ -282,9 +282,9 @@ def _scale(scale) -> Optional[float]:
         raise TypeError(f"scale: expected a number, got {type(scale).__qualname__}")
     try:
         value = float(scale)
-    except OverflowError:
-        value = math.inf
-    if math.isfinite(value) and abs(value) > _FLOAT32_MAX:  # non-finite values are the library's to name
+    except OverflowError:  # an int beyond any float
+        value = None
+    if value is None or math.isfinite(value) and abs(value) > _FLOAT32_MAX:  # inf and NaN: the library names them
         raise InvalidArgumentError(f"scale={scale!r}: out of float32's range [-{_FLOAT32_MAX:g}, {_FLOAT32_MAX:g}]")
     return value
 

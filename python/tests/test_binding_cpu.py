@@ -10,6 +10,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 import unittest
 from pathlib import Path
 
@@ -254,6 +255,87 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("not multiples of the element size 2", FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128, 3)),
                      k, v, out=o)
         self.invalid("masked arrays", FakeCai((2, 4, 64, 64), mask=object()), k, v, out=o)
+
+
+class ForeignBounds(unittest.TestCase):
+    """What a producer or caller reports is range-checked before it is read or stored in a C field: ctypes
+    would truncate silently (2^64 + 1 to 1, -16 to 2^64 - 16)."""
+
+    def invalid(self, fragments, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        for fragment in fragments:
+            self.assertIn(fragment, str(caught.exception))
+
+    def test_a_huge_dlpack_ndim_is_refused_before_its_shape_is_read(self):
+        q, k, v, o = qkvo()
+        liar = FakeDLPack((2, 4, 64, 64))
+        liar.managed.dl_tensor.ndim = 100000  # its shape array has 4 entries
+        started = time.monotonic()
+        self.invalid(["q: DLPack ndim=100000: out of range [0, 64]"], liar, k, v, out=o)
+        self.assertLess(time.monotonic() - started, 1.0)
+        liar.managed.dl_tensor.ndim = -1
+        self.invalid(["q: DLPack ndim=-1: out of range [0, 64]"], liar, k, v, out=o)
+
+    def test_dlpack_negative_extents_and_null_shapes(self):
+        q, k, v, o = qkvo()
+        self.invalid(["k.shape[2]=-5: out of range [0, 9223372036854775807]"], q,
+                     FakeDLPack((2, 2, -5, 64)), v, out=o)
+        null_shape = FakeDLPack((2, 4, 64, 64))
+        null_shape.managed.dl_tensor.shape = None
+        self.invalid(["q: DLPack ndim=4 with a null shape array"], null_shape, k, v, out=o)
+
+    def test_shapes_beyond_int64(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.shape[2]=18446744073709551617: out of range [0, 9223372036854775807]"],
+                     FakeCai((2, 4, 2 ** 64 + 1, 64)), k, v, out=o)
+        self.invalid(["v.shape[0]=-1"], q, k, FakeCai((-1, 2, 128, 64)), out=o)
+        self.invalid(["q.shape[1]=4.0: expected an integer"], FakeCai((2, 4.0, 64, 64)), k, v, out=o)
+        no_shape = FakeCai((2, 4, 64, 64))
+        no_shape.interface["shape"] = None
+        self.invalid(["q.shape=None: expected a sequence of integers"], no_shape, k, v, out=o)
+
+    def test_pointers_outside_the_address_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.data=-16: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
+                     k, v, out=o)
+        self.invalid(["out.data=18446744073709551616"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        unaligned = FakeDLPack((2, 4, 64, 64), byte_offset=2 ** 64 - 1)
+        self.invalid(["q.data + byte_offset="], unaligned, k, v, out=o)
+
+    def test_streams_outside_the_handle_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["stream=1180591620717411303424: out of range [0, 18446744073709551615]"], q, k, v, out=o,
+                     stream=2 ** 70)
+
+        class HugeTorchLikeStream:
+            cuda_stream = 2 ** 70
+
+        self.invalid(["stream.cuda_stream=1180591620717411303424"], q, k, v, out=o, stream=HugeTorchLikeStream())
+        named = FakeCai((2, 4, 64, 64), stream=2 ** 70)
+        self.invalid(["q.__cuda_array_interface__['stream']=1180591620717411303424"], named, k, v, out=o)
+
+    def test_strides_of_the_wrong_length_or_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.strides has 3 entries for 4 dims"], FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128)),
+                     k, v, out=o)
+        self.invalid(["k.strides[0]=9223372036854775808: out of range"], q,
+                     FakeCai((2, 2, 128, 64), strides=(2 ** 63, 128, 16384, 2)), v, out=o)
+        self.invalid(["v.strides=5: expected a sequence"], q, k, FakeCai((2, 2, 128, 64), strides=5), out=o)
+
+    def test_malformed_interfaces(self):
+        q, k, v, o = qkvo()
+        broken = FakeCai((2, 4, 64, 64))
+        broken.interface["data"] = 0x7F0000000000
+        self.invalid(["q: __cuda_array_interface__ data="], broken, k, v, out=o)
+        broken = FakeCai((2, 4, 64, 64))
+        broken.interface["typestr"] = None
+        self.invalid(["typestr=None"], broken, k, v, out=o)
+
+    def test_scales_beyond_float32(self):
+        q, k, v, o = qkvo()
+        for scale in (1e39, -1e300, 2 ** 2000):
+            self.invalid(["out of float32's range"], q, k, v, out=o, scale=scale)
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
