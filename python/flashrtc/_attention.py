@@ -240,6 +240,12 @@ class _Signature:
 _signatures: dict = {}
 
 
+def reset_caches() -> None:
+    """Forgets the signatures and the torch lookups (for tests that swap torch)."""
+    _signatures.clear()
+    _torch_api_cache.clear()
+
+
 def _mask(causal) -> int:
     key = None
     if isinstance(causal, str):

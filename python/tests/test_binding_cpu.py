@@ -16,7 +16,9 @@ from pathlib import Path
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PYTHON_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
 from flashrtc import _attention, _library  # noqa: E402
 from flashrtc._tensors import DLTensor  # noqa: E402
@@ -417,6 +419,119 @@ class Marshalling(unittest.TestCase):
         strided = FakeDLPack(shape_q, strides=(64 * 4 * 64, 64, 4 * 64, 1))  # [B, N, H, d] memory as [B, H, N, d]
         p = _attention.prepare(strided, k, v, out=o).params
         self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (64 * 4 * 64, 4 * 64, 64))
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class TorchSignatureCache(unittest.TestCase):
+    """Repeated torch calls (fake_torch.py) reuse their signature's struct: what reaches the C function must
+    be what a fresh prepare() builds, with this call's pointers and stream, and nothing a changed signature
+    or option needs may be skipped."""
+
+    def setUp(self):
+        self.library = _library.load()
+        self.structs = []  # (bytes of the struct, torch's current device during the call)
+        self.status = 0  # what the recorded "C call" returns
+
+        def recorder(p):
+            self.structs.append((bytes(p), self.torch.state["device"]))
+            return self.status
+
+        self.installed = fake_torch.installed()
+        self.torch = self.installed.__enter__()
+        self.library.forward = recorder
+        self.signatures = _attention._signatures
+
+    def tearDown(self):
+        del self.library.forward  # the instance attribute shadowed the class's; back to the C function
+        self.installed.__exit__(None, None, None)
+
+    def last(self):
+        return _library.ForwardParams.from_buffer_copy(self.structs[-1][0])
+
+    def expected(self, *args, **kwargs):
+        """The struct prepare() builds for this call, with the outputs' pointers of the last launch."""
+        return bytes(_attention.prepare(*args, **kwargs).params)
+
+    def same_but_pointers(self, got, want):
+        got, want = _library.ForwardParams.from_buffer_copy(got), _library.ForwardParams.from_buffer_copy(want)
+        for p in (got, want):
+            p.q.data = p.k.data = p.v.data = p.o.data = p.lse = p.stream = None
+        self.assertEqual(bytes(got), bytes(want))
+
+    def test_a_repeated_call_fills_in_only_pointers_and_stream(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        o1 = flashrtc.attention(q, k, v)
+        first = self.structs[-1][0]
+        self.assertEqual(len(self.signatures), 1)
+        torch.state["streams"][0] = 0xABC0
+        q2, k2, v2 = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        o2, lse = flashrtc.attention(q2, k2, v2, return_lse=True)
+        o3, lse3 = flashrtc.attention(q2, k2, v2, return_lse=True)
+        self.assertEqual(len(self.signatures), 2)  # return_lse is part of the signature
+        p = self.last()
+        self.assertEqual((p.q.data, p.k.data, p.v.data), (q2.data_ptr(), k2.data_ptr(), v2.data_ptr()))
+        self.assertEqual((p.o.data, p.lse, p.stream), (o3.data_ptr(), lse3.data_ptr(), 0xABC0))
+        self.assertEqual((lse3.shape, lse3.dtype.name, o3.stride()), ((1, 2, 5), "float32", q2.stride()))
+        self.assertNotEqual(o2.data_ptr(), o3.data_ptr())  # fresh outputs per call
+        self.same_but_pointers(first, self.expected(q, k, v, out=o1))
+        self.same_but_pointers(bytes(p), self.expected(q2, k2, v2, lse_out=lse3, return_lse=True))
+
+    def test_a_changed_signature_or_option_gets_its_own_struct(self):
+        torch = self.torch
+        base = dict(shape=(1, 2, 5, 64), dtype_name="bfloat16", strides=None)
+        variants = [dict(), dict(shape=(1, 2, 6, 64)), dict(dtype_name="float16"),
+                    dict(strides=(640 * 2, 64, 640, 1))]  # [B, N, H, d] memory seen as [B, H, N, d]
+        options = [dict(), dict(causal=True), dict(causal="bottom-right"), dict(scale=0.5), dict(scale=-2),
+                   dict(layout="bnhd")]
+        for variant in variants:
+            for option in options:
+                spec = dict(base, **variant)
+                q, k, v = (torch.tensor_bhnd(spec["shape"], spec["dtype_name"], strides=spec["strides"])
+                           for _ in range(3))
+                for _ in range(2):  # the second call comes from the cache
+                    o = flashrtc.attention(q, k, v, **option)
+                    with self.subTest(variant=variant, option=option):
+                        self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=o, **option))
+        self.assertEqual(len(self.signatures), len(variants) * len(options))
+
+    def test_cached_signatures_do_not_skip_checks(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v, scale=1, causal=True)
+        with self.assertRaisesRegex(TypeError, "scale"):
+            flashrtc.attention(q, k, v, scale=True, causal=True)  # True == 1 as a key
+        with self.assertRaises(flashrtc.InvalidArgumentError):
+            flashrtc.attention(q, k, v, scale=1, causal=1.0)  # 1.0 == True as a key
+        with self.assertRaises(flashrtc.InvalidArgumentError):
+            flashrtc.attention(q, k, v, scale=1, causal=True, layout="bshd")
+        needs_grad = torch.tensor_bhnd((1, 2, 5, 64), requires_grad=True)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "no backward"):
+            flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
+        torch.state["grad"] = False  # under no_grad the same tensor is fine
+        flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
+        on_cpu = [torch.tensor_bhnd((1, 2, 5, 64), device_type="cpu") for _ in range(3)]
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "CUDA tensors"):
+            flashrtc.attention(*on_cpu, scale=1, causal=True)
+        self.assertEqual(len(self.signatures), 1)
+
+    def test_the_tensors_device_is_current_during_the_call(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64), index=1) for _ in range(3))
+        for _ in range(2):
+            flashrtc.attention(q, k, v)
+            self.assertEqual(self.structs[-1][1], 1)
+            self.assertEqual(torch.state["device"], 0)
+
+    def test_library_errors_come_through_the_cached_path(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v)
+        self.status = 2
+        with self.assertRaises(flashrtc.UnsupportedError) as caught:
+            flashrtc.attention(q, k, v)
+        self.assertEqual(caught.exception.status, 2)
+        self.assertEqual(len(self.structs), 2)
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
