@@ -56,15 +56,17 @@ def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_ls
     LibraryNotFoundError when libflashrtc.so cannot be loaded, and the FlashrtcError subclass of the C
     API's status otherwise (NoDeviceError, NvrtcError with the compile log, DriverError, ...).
     """
-    if (out is None and lse_out is None and stream is None and config is None and _torch_types.get(type(q))
+    if (lse_out is None and stream is None and config is None and _torch_types.get(type(q))
             and type(k) is type(q) and type(v) is type(q) and q.is_cuda and k.is_cuda and v.is_cuda
-            and type(causal) in _CAUSAL_KEY_TYPES and type(scale) in _SCALE_KEY_TYPES and type(layout) is str):
+            and (out is None or type(out) is type(q) and out.is_cuda) and type(causal) in _CAUSAL_KEY_TYPES
+            and type(scale) in _SCALE_KEY_TYPES and type(layout) is str):
         key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
-               q.get_device(), k.get_device(), v.get_device(), causal, scale, bool(return_lse), layout)
+               q.get_device(), k.get_device(), v.get_device(), causal, scale, bool(return_lse), layout,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()))
         signature = _signatures.get(key)
         if signature is not None and not (signature.torch.is_grad_enabled()
                                           and (q.requires_grad or k.requires_grad or v.requires_grad)):
-            return signature.run(q, k, v)
+            return signature.run(q, k, v, out)
     else:
         key = None
     call = prepare(q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout, config=config,
@@ -198,8 +200,9 @@ def _torch_api() -> _TorchApi:
 
 class _Signature:
     """A prepared torch call for one signature: a repeated call copies its struct and fills in the pointers
-    of its tensors, of outputs allocated as the first call allocated them (empty_like(q) depends only on q's
-    signature, so the strides in the struct stay right), and the current stream."""
+    of its tensors (out's too, when given), of outputs allocated as the first call allocated them
+    (empty_like(q) depends only on q's signature, so the strides in the struct stay right), and the current
+    stream."""
     __slots__ = ("template", "copy", "torch", "forward", "last_error", "device", "lse_shape", "return_lse")
 
     def __init__(self, call: Call, return_lse: bool):
@@ -213,9 +216,9 @@ class _Signature:
         self.lse_shape = tuple(call.lse.shape) if call.lse is not None else None
         self.return_lse = return_lse
 
-    def run(self, q, k, v):
+    def run(self, q, k, v, out):
         torch = self.torch
-        o = torch.empty_like(q)
+        o = torch.empty_like(q) if out is None else out
         p = self.copy(self.template)
         p.q.data = q.data_ptr()
         p.k.data = k.data_ptr()

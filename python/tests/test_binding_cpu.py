@@ -495,6 +495,22 @@ class TorchSignatureCache(unittest.TestCase):
                         self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=o, **option))
         self.assertEqual(len(self.signatures), len(variants) * len(options))
 
+    def test_a_given_out_is_part_of_the_signature(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        outs = [torch.tensor_bhnd((1, 2, 5, 64)), torch.tensor_bhnd((1, 2, 5, 64)),
+                torch.tensor_bhnd((1, 2, 5, 64), strides=(640 * 2, 64, 640, 1)),  # another layout
+                torch.tensor_bhnd((1, 2, 5, 64), "float16")]  # wrong dtype: refused each time
+        for out in outs[:3]:
+            for _ in range(2):
+                self.assertIs(flashrtc.attention(q, k, v, out=out), out)
+                self.assertEqual(self.last().o.data, out.data_ptr())
+                self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=out))
+        self.assertEqual(len(self.signatures), 2)
+        for _ in range(2):
+            with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "out has dtype float16"):
+                flashrtc.attention(q, k, v, out=outs[3])
+
     def test_cached_signatures_do_not_skip_checks(self):
         torch = self.torch
         q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
