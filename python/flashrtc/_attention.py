@@ -28,6 +28,7 @@ _CAUSAL_KEY_TYPES = (bool, int, str)
 _SCALE_KEY_TYPES = (type(None), float, int)
 _MAX_SIGNATURES = 1024  # a bound on the cache for callers with ever-changing shapes
 
+
 def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_lse: bool = False,
               layout: str = "bhnd", config=None, out=None, lse_out=None, stream=None):
     """Forward attention, o = softmax(scale * q k^T + mask) v, with fp32 accumulation.
@@ -203,7 +204,8 @@ class _Signature:
     of its tensors (out's too, when given), of outputs allocated as the first call allocated them
     (empty_like(q) depends only on q's signature, so the strides in the struct stay right), and the current
     stream."""
-    __slots__ = ("template", "copy", "torch", "forward", "last_error", "device", "lse_shape", "return_lse")
+    __slots__ = ("template", "copy", "torch", "forward", "last_error", "device", "lse_shape", "lse_device",
+                 "return_lse")
 
     def __init__(self, call: Call, return_lse: bool):
         library = _library.load()
@@ -214,6 +216,7 @@ class _Signature:
         self.last_error = library.last_error
         self.device = call.torch_device
         self.lse_shape = tuple(call.lse.shape) if call.lse is not None else None
+        self.lse_device = call.lse.device if call.lse is not None else None
         self.return_lse = return_lse
 
     def run(self, q, k, v, out):
@@ -226,7 +229,7 @@ class _Signature:
         p.o.data = o.data_ptr()
         lse = None
         if self.lse_shape is not None:
-            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=q.device)
+            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.lse_device)
             p.lse = lse.data_ptr()
         device = self.device
         p.stream = torch.current_raw_stream(device)
