@@ -7,6 +7,7 @@ Without FLASHRTC_LIBRARY the tests that need the library are skipped.
 """
 import ctypes
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -548,6 +549,18 @@ class TorchSignatureCache(unittest.TestCase):
             flashrtc.attention(q, k, v)
         self.assertEqual(caught.exception.status, 2)
         self.assertEqual(len(self.structs), 2)
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class HostOverheadBench(unittest.TestCase):
+    def test_the_fake_mode_runs_without_a_gpu(self):  # bench/host_overhead.py --fake, as the README says
+        script = PYTHON_DIR.parent / "bench" / "host_overhead.py"
+        r = subprocess.run([sys.executable, str(script), "--fake", "--json", "--calls", "20", "--repetitions", "2"],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, FLASHRTC_LIBRARY=LIBRARY))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([row["call"] for row in rows], ["non-causal", "causal + lse"])
+        self.assertTrue(all(row["flashrtc_us"] > 0 for row in rows))
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
