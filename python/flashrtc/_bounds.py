@@ -33,6 +33,8 @@ def shape(values, field: str) -> tuple:
     values = _sequence(values, field)
     if len(values) > MAX_NDIM:
         raise InvalidArgumentError(f"{field} has {len(values)} dims: at most {MAX_NDIM} are accepted")
+    if all(type(x) is int and 0 <= x <= INT64_MAX for x in values):  # the usual case, without a call per entry
+        return values
     return tuple(integer(x, f"{field}[{i}]", 0, INT64_MAX) for i, x in enumerate(values))
 
 
@@ -41,11 +43,15 @@ def strides(values, field: str, ndim: int) -> tuple:
     values = _sequence(values, field)
     if len(values) != ndim:
         raise InvalidArgumentError(f"{field} has {len(values)} entries for {ndim} dims: expected {ndim}")
+    if all(type(x) is int and INT64_MIN <= x <= INT64_MAX for x in values):
+        return values
     return tuple(integer(x, f"{field}[{i}]", INT64_MIN, INT64_MAX) for i, x in enumerate(values))
 
 
 def pointer(value, field: str) -> int:
     """A device pointer or a stream handle: an integer in [0, 2^64 - 1]."""
+    if type(value) is int and 0 <= value <= UINTPTR_MAX:
+        return value
     return integer(value, field, 0, UINTPTR_MAX)
 
 

@@ -69,16 +69,16 @@ class Library:
             raise AttributeError("an older flashrtc, built before the sized params struct "
                                  "(flashrtc_forward_params_init_sized); rebuild it")
         self.forward = self._function("flashrtc_attention_forward", ctypes.c_int, [params])
-        self._params_init = self._function("flashrtc_forward_params_init_sized", None, [params, ctypes.c_uint32])
+        params_init = self._function("flashrtc_forward_params_init_sized", None, [params, ctypes.c_uint32])
+        self._defaults = ForwardParams()
+        params_init(self._defaults, ctypes.sizeof(ForwardParams))
         self.last_error = self._function("flashrtc_last_error", ctypes.c_char_p, [])
         self.status_name = self._function("flashrtc_status_name", ctypes.c_char_p, [ctypes.c_int])
         self.version = self._function("flashrtc_version", ctypes.c_char_p, [])
 
     def new_params(self) -> ForwardParams:
         """A struct with the library's defaults for this binding's layout."""
-        p = ForwardParams()
-        self._params_init(p, ctypes.sizeof(ForwardParams))
-        return p
+        return ForwardParams.from_buffer_copy(self._defaults)
 
     def _function(self, name, restype, argtypes):
         function = getattr(self.cdll, name)
