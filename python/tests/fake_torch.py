@@ -90,9 +90,17 @@ def build():
         return Tensor(shape, strides or _contiguous_strides(shape), getattr(torch, dtype_name),
                       device(device_type, index), next(addresses), requires_grad)
 
-    class Stream:
-        def __init__(self, handle):
-            self.cuda_stream = handle
+    class Stream:  # torch.cuda.Stream; from a plain torch.Stream's fields, its handle is 0x5000 + stream_id
+        def __init__(self, handle=None, stream_id=None, device_index=None, device_type=None):
+            self.cuda_stream = handle if stream_id is None else 0x5000 + stream_id
+
+    class PlainStream:  # torch.Stream: device-generic, no .cuda_stream
+        def __init__(self, stream_id, index=0):
+            self.stream_id, self.device_index, self.device_type = stream_id, index, 1
+            self.device = device("cuda", index)
+
+    PlainStream.__module__ = "torch"
+    torch.Stream = PlainStream
 
     @contextlib.contextmanager
     def cuda_device(index):

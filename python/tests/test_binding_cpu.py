@@ -406,6 +406,14 @@ class Marshalling(unittest.TestCase):
         named = FakeCai((2, 4, 64, 64), stream=0x5550)  # the producer's stream, from the interface
         self.assertEqual(_attention.prepare(named, k, v, out=o).params.stream, 0x5550)
 
+        class ProtocolStream:  # the CUDA stream protocol
+            def __cuda_stream__(self):
+                return (0, 0x6660)
+
+        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=ProtocolStream()).params.stream, 0x6660)
+        with fake_torch.installed() as torch:  # a plain torch.Stream: its handle through torch.cuda.Stream
+            self.assertEqual(_attention.prepare(q, k, v, out=o, stream=torch.Stream(7)).params.stream, 0x5007)
+
     def test_dlpack(self):
         shape_q, shape_kv = (2, 4, 64, 64), (2, 2, 128, 64)
         q = FakeDLPack(shape_q, byte_offset=256)
