@@ -204,7 +204,7 @@ class _Signature:
     of its tensors (out's too, when given), of outputs allocated as the first call allocated them
     (empty_like(q) depends only on q's signature, so the strides in the struct stay right), and the current
     stream."""
-    __slots__ = ("template", "copy", "torch", "forward", "last_error", "device", "lse_shape", "lse_device",
+    __slots__ = ("template", "copy", "torch", "library", "forward", "device", "lse_shape", "lse_device",
                  "return_lse")
 
     def __init__(self, call: Call, return_lse: bool):
@@ -212,8 +212,8 @@ class _Signature:
         self.template = call.params
         self.copy = type(call.params).from_buffer_copy
         self.torch = _torch_api()
+        self.library = library
         self.forward = library.forward
-        self.last_error = library.last_error
         self.device = call.torch_device
         self.lse_shape = tuple(call.lse.shape) if call.lse is not None else None
         self.lse_device = call.lse.device if call.lse is not None else None
@@ -239,7 +239,7 @@ class _Signature:
         else:
             status = self.forward(p)
         if status != 0:
-            raise error_for_status(status, self.last_error().decode(errors="replace"))
+            _checked(self.library, status)
         return (o, lse) if self.return_lse else o
 
 
