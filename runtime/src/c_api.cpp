@@ -119,6 +119,10 @@ extern "C" {
 
 void flashrtc_forward_params_init_sized(flashrtc_forward_params* p, uint32_t struct_size) {
   if (!p || struct_size < sizeof(p->struct_size)) return;
+  if (struct_size > FLASHRTC_FORWARD_PARAMS_MAX_SIZE) {  // no buffer is that large: write only the size,
+    p->struct_size = struct_size;                        // which the call then reports as out of range
+    return;
+  }
   flashrtc_forward_params defaults = default_params();
   defaults.struct_size = struct_size;
   const std::size_t known = std::min<std::size_t>(struct_size, sizeof defaults);

@@ -118,6 +118,13 @@ TEST_CASE("C API: flashrtc_forward_params_init fills defaults and the size") {
     CHECK(size == 8);
     CHECK(bytes[8] == 0x7f);
   }
+  SUBCASE("a size above the maximum writes only the size, which the call refuses") {
+    flashrtc_forward_params p = valid_c_params();
+    flashrtc_forward_params_init_sized(&p, FLASHRTC_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(p.struct_size == FLASHRTC_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(p.head_dim == 64);
+    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  }
 }
 
 TEST_CASE("C API: struct_size outside the accepted range is an invalid argument naming the range") {

@@ -65,7 +65,8 @@ typedef struct flashrtc_forward_params {
 #define FLASHRTC_FORWARD_PARAMS_MAX_SIZE 4096u
 
 /* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile override)
- * and sets p->struct_size. For callers that cannot use the inline function below (other languages). */
+ * and sets p->struct_size (only that field when struct_size is above the maximum). For callers that cannot
+ * use the inline function below (other languages). */
 FLASHRTC_API void flashrtc_forward_params_init_sized(flashrtc_forward_params* p, uint32_t struct_size);
 /* Defaults for the struct as this header declares it; the caller sets the rest. */
 static inline void flashrtc_forward_params_init(flashrtc_forward_params* p) {
