@@ -18,8 +18,10 @@ def stream_handle(stream) -> int:
         return _bounds.pointer(stream, "stream")
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
-        _version, handle = protocol()
-        return _bounds.pointer(handle, "stream.__cuda_stream__()[1]")
+        answer = protocol()
+        if not isinstance(answer, tuple) or len(answer) != 2:
+            raise TypeError(f"stream.__cuda_stream__() returned {answer!r}: expected (version, handle)")
+        return _bounds.pointer(answer[1], "stream.__cuda_stream__()[1]")
     for attribute in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attribute, None)
         if isinstance(value, int) and not isinstance(value, bool):
