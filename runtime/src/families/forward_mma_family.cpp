@@ -2,6 +2,7 @@
 // kernel_sources/flashrtc/attention_forward_mma.cuh.
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
+#include "families/shape_rules.hpp"
 #include "flashrtc/mma_forward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -21,8 +22,7 @@ KernelFamily describe() {
   f.priority = 10;
   f.header = "flashrtc/attention_forward_mma.cuh";
   f.kernel_template = "flashrtc::attention_forward_mma";
-  f.template_args = {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kBlockN,
-                     TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
+  f.template_args = kForwardBlockTemplateArgs;
   f.tile_axes = {{32, 64, 128, 256}, {16, 32, 48, 64, 96, 128}, {2, 4, 8}, {1, 2}};
   // bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096 (docs/PERFORMANCE.md). 4 warps
   // of 32 query rows each, two blocks per SM, K and V double buffered. Every default compiles without spills
@@ -39,9 +39,7 @@ KernelFamily describe() {
        "d=128: 128x64 ran 372 (causal 323), 128x32 344 (293), 64x64 325; ptxas for sm_80 spills 128x64"},
       {256, {{{64, 32, 4, 2}}}, "d=256: 302; 64x64 with one stage ran 325 but spills 8 bytes"},
   };
-  f.invalid_reason = [](const KernelSpec& s) { return shape(s).invalid_reason(); };
-  f.smem_bytes = [](const KernelSpec& s) { return static_cast<std::size_t>(shape(s).smem_bytes()); };
-  f.threads = [](const KernelSpec& s) { return shape(s).threads(); };
+  use_shape_rules<shape>(f);
   f.build_launch = build_forward_block_launch;
   return f;
 }

@@ -1,6 +1,7 @@
 // Forward attention on CUDA cores (exact fp32 arithmetic), fp32: kernel_sources/flashrtc/attention_forward_simt.cuh.
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
+#include "families/shape_rules.hpp"
 #include "flashrtc/simt_forward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -20,8 +21,7 @@ KernelFamily describe() {
   f.priority = 0;
   f.header = "flashrtc/attention_forward_simt.cuh";
   f.kernel_template = "flashrtc::attention_forward_simt";
-  f.template_args = {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kBlockN,
-                     TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
+  f.template_args = kForwardBlockTemplateArgs;
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {2, 4, 8}, {1, 2}};
   // fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md). Every default compiles without spills for sm_80
   // and sm_90a (tests/cpu checks it).
@@ -35,9 +35,7 @@ KernelFamily describe() {
        {{{64, 64, 8, 1}}, {{64, 32, 8, 1}}},
        "d=256: 64x64 ran 33 but needs 217 KB in fp32; 64x32 ran 28; larger tiles pass 128 accumulators"},
   };
-  f.invalid_reason = [](const KernelSpec& s) { return shape(s).invalid_reason(); };
-  f.smem_bytes = [](const KernelSpec& s) { return static_cast<std::size_t>(shape(s).smem_bytes()); };
-  f.threads = [](const KernelSpec& s) { return shape(s).threads(); };
+  use_shape_rules<shape>(f);
   f.build_launch = build_forward_block_launch;
   return f;
 }
