@@ -11,16 +11,14 @@ namespace flashrtc {
 
 namespace {
 
-SimtForwardShape simt_shape(DType dtype, int head_dim, const TileConfig& c) {
-  return {head_dim, c.block_m, c.block_n, c.warps, c.stages, static_cast<int>(dtype_size(dtype))};
-}
+SimtForwardShape simt_shape(int head_dim, const TileConfig& c) { return {head_dim, c.block_m, c.block_n, c.warps, c.stages}; }
 MmaForwardShape mma_shape(int head_dim, const TileConfig& c) { return {head_dim, c.block_m, c.block_n, c.warps, c.stages}; }
 
 // The family's own reason a shape is invalid, and its shared memory; both come from the constexpr shape
 // structs the kernels static_assert.
 const char* invalid_reason(DType dtype, int head_dim, const TileConfig& c) {
   return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, c).invalid_reason()
-                                                            : simt_shape(dtype, head_dim, c).invalid_reason();
+                                                            : simt_shape(head_dim, c).invalid_reason();
 }
 
 // The default tile per head dim: the first row whose max_head_dim covers the call, and in it the first
@@ -97,7 +95,7 @@ std::string to_string(const TileConfig& c) {
 
 std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config) {
   return forward_kernel_family(dtype) == KernelFamily::kMma ? mma_shape(head_dim, config).smem_bytes()
-                                                            : simt_shape(dtype, head_dim, config).smem_bytes();
+                                                            : simt_shape(head_dim, config).smem_bytes();
 }
 
 std::string check_forward_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) {
