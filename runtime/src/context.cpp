@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "driver_api.hpp"
 
@@ -17,9 +18,12 @@ ContextInfo describe(CUcontext context, CUdevice device) {
   char name[256] = {};
   FLASHRTC_CU_CHECK(cuDeviceGetName, name, static_cast<int>(sizeof(name)), device);
   info.name = name;
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                    device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                    device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                    device);
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.smem_per_block_optin_bytes,
                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
   return info;
@@ -39,14 +43,16 @@ const ContextInfo& current_context() {
     FLASHRTC_CU_CHECK(cuCtxSetCurrent, context);
   }
   // Described once per context; the cache is process-wide because contexts live until process exit here.
+  // The driver generation keeps a test's fake context from being answered with another table's description.
   static std::mutex mutex;
-  static std::map<CUcontext, std::unique_ptr<ContextInfo>> known;
+  static std::map<std::pair<std::uint64_t, CUcontext>, std::unique_ptr<ContextInfo>> known;
+  const std::pair<std::uint64_t, CUcontext> key{driver_generation(), context};
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(context);
+  auto it = known.find(key);
   if (it == known.end()) {
     CUdevice device = 0;
     FLASHRTC_CU_CHECK(cuCtxGetDevice, &device);
-    it = known.emplace(context, std::make_unique<ContextInfo>(describe(context, device))).first;
+    it = known.emplace(key, std::make_unique<ContextInfo>(describe(context, device))).first;
   }
   return *it->second;
 }

@@ -5,17 +5,10 @@
 #include "context.hpp"
 #include "driver_api.hpp"
 #include "flashrtc/error.hpp"
-#include "log.hpp"
 
 namespace flashrtc {
 
-namespace {
-// Destructors must not throw: report a failed release and carry on.
-void log_release_failure(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS)
-    detail::log().error("{} failed in a destructor: {}", call, detail::driver_status_name(status));
-}
-}  // namespace
+using detail::log_release_failure;
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   detail::current_context();
@@ -41,12 +34,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes) {
-  if (bytes > bytes_) throw Error(ErrorCode::kInvalidArgument, "copy_from_host: more bytes than the buffer holds");
+  if (bytes > bytes_)
+    throw Error(ErrorCode::kInvalidArgument, "copy_from_host: more bytes than the buffer holds");
   if (bytes) FLASHRTC_CU_CHECK(cuMemcpyHtoD, static_cast<CUdeviceptr>(ptr_), src, bytes);
 }
 
 void DeviceBuffer::copy_to_host(void* dst, std::size_t bytes) const {
-  if (bytes > bytes_) throw Error(ErrorCode::kInvalidArgument, "copy_to_host: more bytes than the buffer holds");
+  if (bytes > bytes_)
+    throw Error(ErrorCode::kInvalidArgument, "copy_to_host: more bytes than the buffer holds");
   if (bytes) FLASHRTC_CU_CHECK(cuMemcpyDtoH, dst, static_cast<CUdeviceptr>(ptr_), bytes);
 }
 
@@ -57,7 +52,8 @@ void DeviceBuffer::fill_bytes(std::uint8_t value) {
 
 void DeviceBuffer::fill_bytes_async(std::uint8_t value, void* stream) {
   if (bytes_)
-    FLASHRTC_CU_CHECK(cuMemsetD8Async, static_cast<CUdeviceptr>(ptr_), value, bytes_, static_cast<CUstream>(stream));
+    FLASHRTC_CU_CHECK(cuMemsetD8Async, static_cast<CUdeviceptr>(ptr_), value, bytes_,
+                      static_cast<CUstream>(stream));
 }
 
 Stream::Stream() {
@@ -68,10 +64,13 @@ Stream::Stream() {
 }
 
 Stream::~Stream() {
-  if (stream_) log_release_failure(detail::driver().cuStreamDestroy(static_cast<CUstream>(stream_)), "cuStreamDestroy");
+  if (stream_)
+    log_release_failure(detail::driver().cuStreamDestroy(static_cast<CUstream>(stream_)), "cuStreamDestroy");
 }
 
-void Stream::synchronize() const { FLASHRTC_CU_CHECK(cuStreamSynchronize, static_cast<CUstream>(stream_)); }
+void Stream::synchronize() const {
+  FLASHRTC_CU_CHECK(cuStreamSynchronize, static_cast<CUstream>(stream_));
+}
 
 EventTimer::EventTimer() {
   detail::current_context();
@@ -83,8 +82,10 @@ EventTimer::EventTimer() {
 }
 
 EventTimer::~EventTimer() {
-  if (start_) log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(start_)), "cuEventDestroy");
-  if (stop_) log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(stop_)), "cuEventDestroy");
+  if (start_)
+    log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(start_)), "cuEventDestroy");
+  if (stop_)
+    log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(stop_)), "cuEventDestroy");
 }
 
 void EventTimer::start(void* stream) {
