@@ -47,7 +47,8 @@ Scratch Scratch::borrowed(void* ptr, std::size_t given_bytes, std::size_t requir
 
 void Scratch::release() noexcept {
   if (owned_ && ptr_) {
-    // driver() cannot throw here: it served the allocation (a test that swapped tables meanwhile gets a log).
+    // driver() served the allocation; it throws only if a test has since installed a table without a
+    // device, which is then logged like any failed free.
     CUresult status = CUDA_ERROR_DEINITIALIZED;
     try {
       status = driver().cuMemFreeAsync(ptr_, stream_);
