@@ -16,13 +16,13 @@
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "driver_api.hpp"
+#include "family_compile.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
-#include "flashrtc/tile_config.hpp"
-#include "forward_kernel.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "kernel_cache.hpp"
 #include "launch.hpp"
 #include "stream_scratch.hpp"
@@ -77,8 +77,8 @@ CUfunction load_function(const std::string& name) {
   return function;
 }
 
-detail::LaunchDims dims(unsigned gx, unsigned gy, unsigned bx, unsigned smem_bytes) {
-  detail::LaunchDims d;
+LaunchShape dims(unsigned gx, unsigned gy, unsigned bx, unsigned smem_bytes) {
+  LaunchShape d;
   d.grid[0] = gx, d.grid[1] = gy;
   d.block[0] = bx;
   d.dynamic_smem_bytes = smem_bytes;
@@ -153,7 +153,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "cuInit failing: no device, with the reaso
       {"current_device", [] { current_device(); }},
       {"DeviceBuffer", [] { DeviceBuffer buffer(256); }},
       {"Stream", [] { Stream stream; }},
-      {"launch_kernel", [] { detail::launch_kernel(nullptr, detail::LaunchDims{}, nullptr, nullptr); }},
+      {"launch_kernel", [] { detail::launch_kernel(nullptr, LaunchShape{}, nullptr, nullptr); }},
       {"Scratch::on_stream", [] { detail::Scratch::on_stream(256, nullptr); }},
       {"encode_tensor_map", [] { detail::encode_tensor_map(valid_map_spec()); }},
       {"attention_forward", [] { attention_forward(forward_params(nullptr)); }},
@@ -226,7 +226,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "launch_kernel passes a cluster attribute 
     CHECK(seen == 41);
   }
   SUBCASE("with a 2 x 1 x 1 cluster") {
-    detail::LaunchDims d = dims(8, 2, 256, 0);
+    LaunchShape d = dims(8, 2, 256, 0);
     d.cluster[0] = 2;
     detail::launch_kernel(function, d, cu_stream, args);
     const auto launches = fake.launches();
@@ -236,7 +236,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "launch_kernel passes a cluster attribute 
     CHECK(seen == 41);
   }
   SUBCASE("a grid that is not a multiple of the cluster is the driver's to refuse") {
-    detail::LaunchDims d = dims(7, 2, 256, 0);
+    LaunchShape d = dims(7, 2, 256, 0);
     d.cluster[0] = 2;
     const Error e = expect_error([&] { detail::launch_kernel(function, d, cu_stream, args); });
     CHECK(e.code() == ErrorCode::kDriver);
@@ -515,7 +515,8 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   };
 
   attention_forward(p);
-  const auto artifact = detail::get_artifact(detail::forward_compile_request(spec, "sm_90a"));
+  const KernelFamily& family = family_of(spec);
+  const auto artifact = detail::get_artifact(detail::family_compile_request(spec, "sm_90a"));
   auto launches = fake.launches();
   REQUIRE(launches.size() == 1);
   const test::RecordedLaunch& l = launches[0];
@@ -523,8 +524,8 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   const unsigned m_blocks = static_cast<unsigned>((p.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
   CHECK((l.grid[0] == m_blocks * static_cast<unsigned>(p.batch * p.heads_q) && l.grid[1] == 1 &&
          l.grid[2] == 1));
-  CHECK((l.block[0] == static_cast<unsigned>(detail::forward_block_threads(spec)) && l.block[1] == 1));
-  const std::size_t smem = forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile);
+  CHECK((l.block[0] == static_cast<unsigned>(family.threads(spec)) && l.block[1] == 1));
+  const std::size_t smem = family.smem_bytes(spec);
   CHECK(l.dynamic_smem_bytes == smem);
   CHECK(fake.max_dynamic_smem_bytes(l.kernel) == static_cast<int>(smem));
   CHECK(l.stream == static_cast<CUstream>(stream.handle()));

@@ -109,8 +109,8 @@ std::vector<T> read_back(const DeviceBuffer& buffer, std::size_t count) {
   return values;
 }
 
-detail::LaunchDims one_dim(unsigned blocks, unsigned threads) {
-  detail::LaunchDims dims;
+LaunchShape one_dim(unsigned blocks, unsigned threads) {
+  LaunchShape dims;
   dims.grid[0] = blocks;
   dims.block[0] = threads;
   return dims;
@@ -135,7 +135,7 @@ TEST_CASE("launch_kernel with and without a thread block cluster") {
     MESSAGE("clusters need sm_90: cluster launch not checked on this GPU");
     return;
   }
-  detail::LaunchDims clustered = one_dim(kBlocks, 32);
+  LaunchShape clustered = one_dim(kBlocks, 32);
   clustered.cluster[0] = 2;
   detail::launch_kernel(function, clustered, nullptr, args);
   got = read_back<unsigned>(out, 2 * kBlocks);
@@ -153,7 +153,7 @@ TEST_CASE("dynamic shared memory above 48 KiB needs the function's limit raised"
   void* out_ptr = out.data();
   void* args[] = {&out_ptr, &words};
   const CUfunction function = toy_function("use_dynamic_smem");
-  detail::LaunchDims dims = one_dim(1, 256);
+  LaunchShape dims = one_dim(1, 256);
   dims.dynamic_smem_bytes = kSmemBytes;
 
   const Error refused = expect_error([&] { detail::launch_kernel(function, dims, nullptr, args); });
