@@ -546,4 +546,11 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   CHECK(e.code() == ErrorCode::kDriver);
   CHECK(e.call().rfind("cuLaunchKernel", 0) == 0);  // cuLaunchKernel today, cuLaunchKernelEx once switched
   CHECK(contains(e.status(), "CUDA_ERROR_LAUNCH_FAILED"));
+
+  fake.launch_status = CUDA_SUCCESS;
+  fake.context_status = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  const Error lost = expect_error([&] { attention_forward(p); });
+  CHECK(lost.code() == ErrorCode::kDriver);
+  CHECK(contains(lost.status(), "CUDA_ERROR_CONTEXT_IS_DESTROYED"));
+  CHECK(fake.launches().size() == 2);
 }

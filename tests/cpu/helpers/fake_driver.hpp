@@ -119,7 +119,8 @@ class FakeDriver {
       if (function.name == kernel) return function.max_dynamic_smem_bytes;
     return std::nullopt;
   }
-  // Called inside each accepted launch with its kernel parameters (valid only during the call).
+  // Called inside each accepted launch with its kernel parameters (valid only during the call), under the
+  // fake's lock: it must not call the driver.
   std::function<void(const RecordedLaunch&, void** args)> on_launch;
 
  private:
