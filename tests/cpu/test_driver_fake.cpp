@@ -554,3 +554,36 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   CHECK(contains(lost.status(), "CUDA_ERROR_CONTEXT_IS_DESTROYED"));
   CHECK(fake.launches().size() == 2);
 }
+
+TEST_CASE_FIXTURE(RestoresRealDriver, "a first attention_forward captured into a graph replays its launch") {
+  FakeDriver fake;
+  Stream stream;
+  const auto cu_stream = static_cast<CUstream>(stream.handle());
+  const ForwardParams p = forward_params(stream.handle());
+  FLASHRTC_CU_CHECK(cuStreamBeginCapture, cu_stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  attention_forward(p);  // resolved, loaded and launched while capturing
+  const detail::Scratch scratch = detail::Scratch::on_stream(1024, cu_stream);  // stream-ordered: allowed
+  const Error sync = expect_error([] { device_synchronize(); });
+  CHECK(contains(sync.status(), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+  const Error alloc = expect_error([] { DeviceBuffer buffer(1024); });
+  CHECK(contains(alloc.status(), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+  CUgraph graph = nullptr;
+  FLASHRTC_CU_CHECK(cuStreamEndCapture, cu_stream, &graph);
+  CHECK(fake.launches().empty());
+
+  CUgraphExec exec = nullptr;
+  FLASHRTC_CU_CHECK(cuGraphInstantiate, &exec, graph, 0);
+  FLASHRTC_CU_CHECK(cuGraphLaunch, exec, cu_stream);
+  FLASHRTC_CU_CHECK(cuGraphLaunch, exec, cu_stream);
+  const auto launches = fake.launches();
+  REQUIRE(launches.size() == 2);
+  const unsigned m_blocks = static_cast<unsigned>((p.seqlen_q + select_forward_spec(p).tile.block_m - 1) /
+                                                  select_forward_spec(p).tile.block_m);
+  for (const test::RecordedLaunch& l : launches) {
+    CHECK(l.replayed);
+    CHECK(l.stream == cu_stream);
+    CHECK(l.grid[0] == m_blocks * static_cast<unsigned>(p.batch * p.heads_q));
+  }
+  FLASHRTC_CU_CHECK(cuGraphExecDestroy, exec);
+  FLASHRTC_CU_CHECK(cuGraphDestroy, graph);
+}

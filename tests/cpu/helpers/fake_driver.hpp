@@ -1,10 +1,10 @@
 #pragma once
 // A fake CUDA driver for cpu tests: one simulated sm_90 device and its primary context, module loading (a
 // real cubin from NVRTC is accepted and its kernels are looked up by name in it), function attributes,
-// allocations (plain and stream-ordered, without contents), tensor-map encoding, and a record of every
-// launch. While a FakeDriver lives, the runtime calls it instead of libcuda.so.1
-// (detail::ScopedDriverForTesting); its destructor puts the previous table back. Failures are injected by
-// setting its public fields. One FakeDriver at a time.
+// allocations (plain and stream-ordered, without contents), tensor-map encoding, stream capture into graphs
+// and their replay, and a record of every launch. While a FakeDriver lives, the runtime calls it instead of
+// libcuda.so.1 (detail::ScopedDriverForTesting); its destructor puts the previous table back. Failures are
+// injected by setting its public fields. One FakeDriver at a time.
 #include <cuda.h>
 #include <elf.h>
 
@@ -51,6 +51,7 @@ struct RecordedLaunch {
   unsigned dynamic_smem_bytes = 0;
   CUstream stream = nullptr;
   std::vector<CUlaunchAttributeID> attributes;  // cuLaunchKernelEx's, in order
+  bool replayed = false;  // run by cuGraphLaunch from a captured graph (stream: the replay's)
 };
 
 struct MemoryEvent {
@@ -201,8 +202,18 @@ class FakeDriver {
     }
     if (launch_status != CUDA_SUCCESS) return launch_status;
     if (on_launch) on_launch(launch, args);
-    launches_.push_back(std::move(launch));
+    auto capture = capturing_.find(launch.stream);
+    if (capture != capturing_.end())
+      graphs_[capture->second].push_back(std::move(launch));  // runs only when the graph is launched
+    else
+      launches_.push_back(std::move(launch));
     return CUDA_SUCCESS;
+  }
+
+  // What a stream capture in CU_STREAM_CAPTURE_MODE_GLOBAL refuses (the real driver also invalidates the
+  // capture): synchronous allocation, copies and synchronization while any capture is under way.
+  CUresult capture_check() const {
+    return capturing_.empty() ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
 
   CUresult allocate(const char* api, CUdeviceptr* ptr, std::size_t bytes, CUstream stream) {
@@ -265,6 +276,8 @@ class FakeDriver {
         FLASHRTC_FAKE_STATUS(CUDA_ERROR_CONTEXT_IS_DESTROYED),
         FLASHRTC_FAKE_STATUS(CUDA_ERROR_NOT_SUPPORTED),
         FLASHRTC_FAKE_STATUS(CUDA_ERROR_INVALID_CLUSTER_SIZE),
+        FLASHRTC_FAKE_STATUS(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED),
+        FLASHRTC_FAKE_STATUS(CUDA_ERROR_ILLEGAL_STATE),
     };
 #undef FLASHRTC_FAKE_STATUS
     for (const Named& entry : known) {
@@ -375,7 +388,9 @@ class FakeDriver {
   }
   static CUresult fake_cuCtxSynchronize() {
     auto fake = enter("cuCtxSynchronize");
-    return fake ? fake->context_check() : CUDA_ERROR_DEINITIALIZED;
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->context_check(); status != CUDA_SUCCESS) return status;
+    return fake->capture_check();
   }
   static CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
     auto fake = enter("cuDevicePrimaryCtxRetain");
@@ -483,11 +498,15 @@ class FakeDriver {
   }
   static CUresult fake_cuMemAlloc(CUdeviceptr* ptr, std::size_t bytes) {
     auto fake = enter("cuMemAlloc");
-    return fake ? fake->allocate("cuMemAlloc", ptr, bytes, nullptr) : CUDA_ERROR_DEINITIALIZED;
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->capture_check(); status != CUDA_SUCCESS) return status;
+    return fake->allocate("cuMemAlloc", ptr, bytes, nullptr);
   }
   static CUresult fake_cuMemFree(CUdeviceptr ptr) {
     auto fake = enter("cuMemFree");
-    return fake ? fake->release("cuMemFree", ptr, nullptr) : CUDA_ERROR_DEINITIALIZED;
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->capture_check(); status != CUDA_SUCCESS) return status;
+    return fake->release("cuMemFree", ptr, nullptr);
   }
   static CUresult fake_cuMemAllocAsync(CUdeviceptr* ptr, std::size_t bytes, CUstream stream) {
     auto fake = enter("cuMemAllocAsync");
@@ -536,6 +555,7 @@ class FakeDriver {
     auto fake = enter("cuStreamSynchronize");
     if (!fake) return CUDA_ERROR_DEINITIALIZED;
     if (const CUresult status = fake->context_check(); status != CUDA_SUCCESS) return status;
+    if (const CUresult status = fake->capture_check(); status != CUDA_SUCCESS) return status;
     return fake->known_stream(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   }
   static CUresult fake_cuEventCreate(CUevent* event, unsigned) {
@@ -564,6 +584,63 @@ class FakeDriver {
     auto fake = enter("cuEventElapsedTime");
     return fake ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_DEINITIALIZED;
   }
+  // Stream capture: launches on a capturing stream go into its graph; cuGraphLaunch replays them. Stream-
+  // ordered allocations made while capturing are kept as plain allocations (graph memory nodes are not
+  // simulated).
+  static CUresult fake_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
+    auto fake = enter("cuStreamBeginCapture");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->context_check(); status != CUDA_SUCCESS) return status;
+    if (!stream)
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy default stream cannot be captured
+    if (!fake->known_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (fake->capturing_.count(stream)) return CUDA_ERROR_ILLEGAL_STATE;
+    const auto graph = reinterpret_cast<CUgraph>(new_handle());
+    fake->graphs_[graph];
+    fake->capturing_[stream] = graph;
+    return CUDA_SUCCESS;
+  }
+  static CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+    auto fake = enter("cuStreamEndCapture");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    auto it = fake->capturing_.find(stream);
+    if (it == fake->capturing_.end()) return CUDA_ERROR_ILLEGAL_STATE;
+    *graph = it->second;
+    fake->capturing_.erase(it);
+    return CUDA_SUCCESS;
+  }
+  static CUresult fake_cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+    auto fake = enter("cuGraphInstantiate");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    auto it = fake->graphs_.find(graph);
+    if (it == fake->graphs_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    *exec = reinterpret_cast<CUgraphExec>(new_handle());
+    fake->executables_[*exec] = it->second;
+    return CUDA_SUCCESS;
+  }
+  static CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    auto fake = enter("cuGraphLaunch");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->context_check(); status != CUDA_SUCCESS) return status;
+    auto it = fake->executables_.find(exec);
+    if (it == fake->executables_.end() || !fake->known_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    for (RecordedLaunch launch : it->second) {
+      launch.stream = stream;
+      launch.replayed = true;
+      fake->launches_.push_back(std::move(launch));
+    }
+    return CUDA_SUCCESS;
+  }
+  static CUresult fake_cuGraphDestroy(CUgraph graph) {
+    auto fake = enter("cuGraphDestroy");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    return fake->graphs_.erase(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  }
+  static CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
+    auto fake = enter("cuGraphExecDestroy");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    return fake->executables_.erase(exec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  }
 
   inline static FakeDriver* active_ = nullptr;
 
@@ -578,6 +655,9 @@ class FakeDriver {
   std::map<CUfunction, Function> functions_;
   std::map<CUdeviceptr, Allocation> allocations_;
   std::set<CUstream> streams_;
+  std::map<CUstream, CUgraph> capturing_;
+  std::map<CUgraph, std::vector<RecordedLaunch>> graphs_;
+  std::map<CUgraphExec, std::vector<RecordedLaunch>> executables_;
   std::size_t live_bytes_ = 0;
   std::optional<detail::ScopedDriverForTesting> guard_;
 };
