@@ -18,12 +18,9 @@ ContextInfo describe(CUcontext context, CUdevice device) {
   char name[256] = {};
   FLASHRTC_CU_CHECK(cuDeviceGetName, name, static_cast<int>(sizeof(name)), device);
   info.name = name;
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                    device);
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                    device);
-  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                    device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.smem_per_block_optin_bytes,
                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
   return info;

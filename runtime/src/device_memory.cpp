@@ -34,14 +34,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::copy_from_host(const void* src, std::size_t bytes) {
-  if (bytes > bytes_)
-    throw Error(ErrorCode::kInvalidArgument, "copy_from_host: more bytes than the buffer holds");
+  if (bytes > bytes_) throw Error(ErrorCode::kInvalidArgument, "copy_from_host: more bytes than the buffer holds");
   if (bytes) FLASHRTC_CU_CHECK(cuMemcpyHtoD, static_cast<CUdeviceptr>(ptr_), src, bytes);
 }
 
 void DeviceBuffer::copy_to_host(void* dst, std::size_t bytes) const {
-  if (bytes > bytes_)
-    throw Error(ErrorCode::kInvalidArgument, "copy_to_host: more bytes than the buffer holds");
+  if (bytes > bytes_) throw Error(ErrorCode::kInvalidArgument, "copy_to_host: more bytes than the buffer holds");
   if (bytes) FLASHRTC_CU_CHECK(cuMemcpyDtoH, dst, static_cast<CUdeviceptr>(ptr_), bytes);
 }
 
@@ -52,8 +50,7 @@ void DeviceBuffer::fill_bytes(std::uint8_t value) {
 
 void DeviceBuffer::fill_bytes_async(std::uint8_t value, void* stream) {
   if (bytes_)
-    FLASHRTC_CU_CHECK(cuMemsetD8Async, static_cast<CUdeviceptr>(ptr_), value, bytes_,
-                      static_cast<CUstream>(stream));
+    FLASHRTC_CU_CHECK(cuMemsetD8Async, static_cast<CUdeviceptr>(ptr_), value, bytes_, static_cast<CUstream>(stream));
 }
 
 Stream::Stream() {
@@ -64,13 +61,10 @@ Stream::Stream() {
 }
 
 Stream::~Stream() {
-  if (stream_)
-    log_release_failure(detail::driver().cuStreamDestroy(static_cast<CUstream>(stream_)), "cuStreamDestroy");
+  if (stream_) log_release_failure(detail::driver().cuStreamDestroy(static_cast<CUstream>(stream_)), "cuStreamDestroy");
 }
 
-void Stream::synchronize() const {
-  FLASHRTC_CU_CHECK(cuStreamSynchronize, static_cast<CUstream>(stream_));
-}
+void Stream::synchronize() const { FLASHRTC_CU_CHECK(cuStreamSynchronize, static_cast<CUstream>(stream_)); }
 
 EventTimer::EventTimer() {
   detail::current_context();
@@ -82,10 +76,8 @@ EventTimer::EventTimer() {
 }
 
 EventTimer::~EventTimer() {
-  if (start_)
-    log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(start_)), "cuEventDestroy");
-  if (stop_)
-    log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(stop_)), "cuEventDestroy");
+  if (start_) log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(start_)), "cuEventDestroy");
+  if (stop_) log_release_failure(detail::driver().cuEventDestroy(static_cast<CUevent>(stop_)), "cuEventDestroy");
 }
 
 void EventTimer::start(void* stream) {
