@@ -1,7 +1,7 @@
 #include "flashrtc/attention.hpp"
 
 #include "call_plan.hpp"
-#include "driver_api.hpp"
+#include "launch.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
 #include "forward_validation.hpp"
@@ -43,9 +43,7 @@ void attention_forward(const ForwardParams& p) {
   LaunchShape shape;
   KernelArgs args;
   call.plan.family->build_launch(call.plan, &p, shape, args);
-  FLASHRTC_CU_CHECK(cuLaunchKernel, call.function, shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
-                    shape.block[1], shape.block[2], shape.dynamic_smem_bytes, static_cast<CUstream>(p.stream),
-                    args.pointers, nullptr);
+  detail::launch_kernel(call.function, shape, static_cast<CUstream>(p.stream), args.pointers);
 }
 
 }  // namespace flashrtc

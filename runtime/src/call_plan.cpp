@@ -40,7 +40,8 @@ struct MemoKeyHash {
 
 struct Memo {
   std::mutex mutex;
-  std::uint64_t generation = 0;
+  std::uint64_t generation = 0;         // settings_generation() of the entries
+  std::uint64_t driver_generation = 0;  // a replaced driver table (tests' fakes) may reuse context handles
   // Entries are never erased while the generation holds: references handed out stay valid. A settings change
   // moves the old map aside (leaked, like the modules) rather than freeing what a concurrent call may read.
   std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>* calls =
@@ -92,9 +93,10 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   CUcontext context = current_context_handle();
   const ConfigQuery bucketed = query.bucketed();
   const std::uint64_t generation = settings_generation();
+  const std::uint64_t driver_gen = driver_generation();
   if (context) {
     std::lock_guard<std::mutex> lock(m.mutex);
-    if (m.generation == generation) {
+    if (m.generation == generation && m.driver_generation == driver_gen) {
       auto it = m.calls->find({context, bucketed});
       if (it != m.calls->end()) return *it->second;
     }
@@ -117,11 +119,13 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   prepared->function = get_loaded_kernel(info.context, request, static_cast<int>(plan.smem_bytes)).function;
 
   std::lock_guard<std::mutex> lock(m.mutex);
-  if (generation < m.generation) return *prepared.release();  // resolved under older settings: this call only
-  if (m.generation != generation) {
+  // Resolved under older settings or another driver table: good for this call only.
+  if (generation < m.generation || driver_gen < m.driver_generation) return *prepared.release();
+  if (m.generation != generation || m.driver_generation != driver_gen) {
     if (!m.calls->empty())
       m.calls = new std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>;  // old one leaked
     m.generation = generation;
+    m.driver_generation = driver_gen;
   }
   auto [it, inserted] = m.calls->emplace(MemoKey{info.context, bucketed}, std::move(prepared));
   return *it->second;

@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "disk_cache.hpp"
 #include "driver_api.hpp"
@@ -137,13 +138,16 @@ std::shared_ptr<const KernelArtifact> get_artifact(const CompileRequest& request
 const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& request, int dynamic_smem_bytes) {
   struct ModuleCache {
     std::mutex mutex;
-    std::map<std::pair<CUcontext, std::string>, std::unique_ptr<LoadedKernel>> entries;
+    // Keyed by the driver table's generation too: a test's fake driver may hand out a context handle that
+    // an earlier table used.
+    std::map<std::tuple<std::uint64_t, CUcontext, std::string>, std::unique_ptr<LoadedKernel>> entries;
   };
   static ModuleCache* cache = new ModuleCache;  // leaked: modules must not be unloaded after driver teardown
   const std::string key = request.inputs.key();
+  const auto module_key = std::make_tuple(driver_generation(), context, key);
   {
     std::lock_guard<std::mutex> lock(cache->mutex);
-    auto it = cache->entries.find({context, key});
+    auto it = cache->entries.find(module_key);
     if (it != cache->entries.end()) {
       ++g_memory_hits;
       return *it->second;
@@ -151,7 +155,7 @@ const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& r
   }
   auto artifact = get_artifact(request);
   std::lock_guard<std::mutex> lock(cache->mutex);
-  auto it = cache->entries.find({context, key});
+  auto it = cache->entries.find(module_key);
   if (it != cache->entries.end()) return *it->second;
   const DriverApi& api = driver();
   CUmodule module = nullptr;
@@ -166,7 +170,7 @@ const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& r
     api.cuModuleUnload(module);
     throw;
   }
-  return *cache->entries.emplace(std::make_pair(context, key), std::move(loaded)).first->second;
+  return *cache->entries.emplace(module_key, std::move(loaded)).first->second;
 }
 
 CacheStats kernel_cache_stats() { return {g_memory_hits.load(), g_disk_hits.load(), g_compiles.load()}; }

@@ -544,7 +544,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   fake.launch_status = CUDA_ERROR_LAUNCH_FAILED;
   const Error e = expect_error([&] { attention_forward(p); });
   CHECK(e.code() == ErrorCode::kDriver);
-  CHECK(e.call().rfind("cuLaunchKernel", 0) == 0);  // cuLaunchKernel today, cuLaunchKernelEx once switched
+  CHECK(e.call() == "cuLaunchKernelEx");
   CHECK(contains(e.status(), "CUDA_ERROR_LAUNCH_FAILED"));
 
   fake.launch_status = CUDA_SUCCESS;

@@ -442,20 +442,6 @@ class FakeDriver {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
   }
-  static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                      unsigned by, unsigned bz, unsigned smem, CUstream stream, void** args,
-                                      void** extra) {
-    auto fake = enter("cuLaunchKernel");
-    if (!fake) return CUDA_ERROR_DEINITIALIZED;
-    if (extra) return CUDA_ERROR_NOT_SUPPORTED;
-    RecordedLaunch launch;
-    launch.api = "cuLaunchKernel";
-    launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
-    launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
-    launch.dynamic_smem_bytes = smem;
-    launch.stream = stream;
-    return fake->record_launch(std::move(launch), f, args);
-  }
   static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** args,
                                         void** extra) {
     auto fake = enter("cuLaunchKernelEx");
