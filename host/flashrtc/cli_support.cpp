@@ -1,9 +1,6 @@
 #include "cli_support.hpp"
 
-#include <time.h>
-
 #include <charconv>
-#include <cstdio>
 
 namespace flashrtc::cli {
 
@@ -38,7 +35,8 @@ CLI::Validator head_dim_validator() {
 CLI::Validator layout_validator() {
   return CLI::Validator(
       [](std::string& name) -> std::string {
-        return name == "bnhd" || name == "bhnd" ? std::string() : "unknown layout '" + name + "' (bnhd, bhnd)";
+        return name == "bnhd" || name == "bhnd" ? std::string()
+                                                : "unknown layout '" + name + "' (bnhd, bhnd)";
       },
       "bnhd|bhnd");
 }
@@ -76,28 +74,6 @@ int exit_code_for(const Error& error) {
     default:
       return kExitDevice;
   }
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
-
-std::string format_time(std::int64_t unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  const time_t t = static_cast<time_t>(unix_seconds);
-  tm parts{};
-  localtime_r(&t, &parts);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", &parts);
-  return text;
 }
 
 std::string compile_arch(const std::string& requested) {

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "flashrtc/flashrtc.hpp"
+#include "flashrtc_tools/format.hpp"
+#include "flashrtc_tools/tool_errors.hpp"
 
 namespace flashrtc::cli {
 
@@ -15,11 +17,13 @@ namespace flashrtc::cli {
 /// from a missing GPU.
 enum ExitCode : int { kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2, kExitDevice = 3 };
 
-/// A value the command itself rejects (CLI11 and the runtime reject the rest); exits kExitUsage.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+/// A value the command or a tool rejects (CLI11 and the runtime reject the rest): exits kExitUsage.
+/// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing: exits kExitDevice.
+using tools::format_bytes;
+using tools::format_time;
+using tools::kernel_family_name;
+using tools::MissingTool;
+using tools::UsageError;
 
 /// A subcommand as main() sees it: its parser and what to do once it parsed.
 struct Command {
@@ -56,20 +60,8 @@ struct TileOptions {
 /// caused (no GPU, driver, NVRTC, cache I/O).
 int exit_code_for(const Error& error);
 
-/// "1.5 GiB", "48.0 KiB".
-std::string format_bytes(double bytes);
-
-/// "2025-06-01 14:03" in local time; "-" for 0.
-std::string format_time(std::int64_t unix_seconds);
-
 /// The arch to compile for: requested, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
 /// Throws Error(kNoDevice) when none of them is there.
 std::string compile_arch(const std::string& requested);
-
-/// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing; exits kExitDevice.
-class MissingTool : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 }  // namespace flashrtc::cli

@@ -13,9 +13,11 @@
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 namespace flashrtc::cli {
+
+using namespace flashrtc::tools;
 
 namespace {
 

@@ -145,10 +145,10 @@ Command add_compile_command(CLI::App& parent) {
   app->add_option("--arch", options->arch,
                   "target arch, e.g. sm_80, sm_90a (default: FLASHRTC_ARCH, else the GPU's)");
   options->tile.add_to(*app);
-  CLI::Option* all =
-      app->add_flag("--all", options->all,
-                    "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "
-                    "for the arch, plus every tile tuned for the arch (the tuning database)");
+  CLI::Option* all = app->add_flag(
+      "--all", options->all,
+      "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "
+      "for the arch, plus every tile tuned for the arch (the tuning database)");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
   all->excludes(dtype)->excludes(head_dim)->excludes(mask);

@@ -28,8 +28,8 @@ DeviceTarget target_for(const ConfigOptions& o, std::string& described) {
     return target;
   }
   if (const auto target = current_device_target()) {
-    described = target->gpu_name + " (" + target->arch + ", " + format_bytes(double(target->smem_limit_bytes)) +
-                " shared memory per block)";
+    described = target->gpu_name + " (" + target->arch + ", " +
+                format_bytes(double(target->smem_limit_bytes)) + " shared memory per block)";
     return *target;
   }
   described = "none (" + device_unavailable_reason() + "); resolved for sm_80's " +
@@ -46,8 +46,7 @@ int execute_config(const ConfigOptions& o) {
   query.mask = mask_from(o.mask);
   query.seqlen_q = o.seqlen;
   query.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
-  if (query.seqlen_q < 1 || query.seqlen_kv < 1)
-    throw UsageError("--seqlen and --kv-seqlen: must be >= 1");
+  if (query.seqlen_q < 1 || query.seqlen_kv < 1) throw UsageError("--seqlen and --kv-seqlen: must be >= 1");
   std::string device;
   const DeviceTarget target = target_for(o, device);
   if (o.tile.any()) {
@@ -59,9 +58,10 @@ int execute_config(const ConfigOptions& o) {
 
   std::printf("config:     %s\n", to_string(r.config).c_str());
   std::printf("source:     %s (%s)\n", to_string(r.source), r.why.c_str());
-  std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld, %s kernels\n", std::string(to_string(query.dtype)).c_str(),
-              query.head_dim, std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
-              static_cast<long long>(query.seqlen_kv), to_string(forward_kernel_family(query.dtype)));
+  std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld, %s kernels\n",
+              std::string(to_string(query.dtype)).c_str(), query.head_dim,
+              std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
+              static_cast<long long>(query.seqlen_kv), kernel_family_name(query.dtype).c_str());
   std::printf("device:     %s\n", device.c_str());
   if (r.tuning_key) std::printf("tuning key: %s\n", to_string(*r.tuning_key).c_str());
   if (r.tuned && r.source != ConfigSource::kTuned)
@@ -77,15 +77,17 @@ int execute_config(const ConfigOptions& o) {
 
 Command add_config_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
-      "config", "print the tile a call would use and where it came from (explicit, environment, tuned, default)");
+      "config",
+      "print the tile a call would use and where it came from (explicit, environment, tuned, default)");
   auto o = std::make_shared<ConfigOptions>();
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required();
   app->add_option("--kv-seqlen", o->kv_seqlen, "key/value sequence length (default: --seqlen)");
   app->add_option("--mask", o->mask, "mask")->capture_default_str()->check(mask_validator());
-  CLI::Option* gpu = app->add_option("--gpu-name", o->gpu_name,
-                                     "resolve for this GPU (as `flashrtc info` names it) instead of the one in hand");
+  CLI::Option* gpu =
+      app->add_option("--gpu-name", o->gpu_name,
+                      "resolve for this GPU (as `flashrtc info` names it) instead of the one in hand");
   CLI::Option* arch = app->add_option("--arch", o->arch, "the arch of --gpu-name, e.g. sm_90a");
   gpu->needs(arch);
   arch->needs(gpu);

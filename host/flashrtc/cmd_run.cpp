@@ -10,10 +10,12 @@
 
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
-#include "forward_check.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/forward_check.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 namespace flashrtc::cli {
+
+using namespace flashrtc::tools;
 
 namespace {
 

@@ -10,14 +10,15 @@
 #include <vector>
 
 #include "cli_support.hpp"
-#include "progress.hpp"
-#include "tune_bench.hpp"
-#include "tune_compile.hpp"
-#include "tune_plot.hpp"
-#include "tune_report.hpp"
-#include "tune_types.hpp"
+#include "flashrtc_tools/tune_compile.hpp"
+#include "flashrtc_tools/tune_measure.hpp"
+#include "flashrtc_tools/tune_plot.hpp"
+#include "flashrtc_tools/tune_report.hpp"
+#include "flashrtc_tools/tune_types.hpp"
 
 namespace flashrtc::cli {
+
+using namespace flashrtc::tools;
 
 namespace {
 
@@ -67,8 +68,9 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
     if (device)
       throw UsageError("--arch " + o.arch + ": the sweep runs on this GPU (" + device_arch +
                        "); --arch only chooses the limits of --dry-run");
-    throw Error(ErrorCode::kNoDevice, "no GPU: " + device_unavailable_reason() +
-                                          " (`flashrtc tune --dry-run --arch sm_90a` lists the candidates without one)");
+    throw Error(ErrorCode::kNoDevice,
+                "no GPU: " + device_unavailable_reason() +
+                    " (`flashrtc tune --dry-run --arch sm_90a` lists the candidates without one)");
   } else {
     device.reset();
     s.arch = !o.arch.empty() ? o.arch : !arch_override.empty() ? arch_override : "sm_80";
@@ -82,84 +84,17 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
   return s;
 }
 
-bool context_usable() {
-  try {
-    device_synchronize();
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
-}
-
-// Checks, then times, every compiled row; returns false when a failure lost the CUDA context (the rows
-// after it are kNotRun).
-bool measure(const TuneOptions& o, const TuneSetup& setup, const DeviceInfo& device, std::vector<TuneRow>& rows) {
-  std::size_t runnable = 0;
-  for (const TuneRow& row : rows) runnable += row.status == RowStatus::kPending ? 1 : 0;
-  if (runnable == 0) return true;
-  const TimingBuffers buffers(setup.shape, device.l2_cache_bytes, device.global_memory_bytes, o.seed);
-  const ForwardParams problem = check_problem(setup.shape);
-  std::printf(
-      "measure:   each candidate checked first (B=1 H=2 Nq=%lld Nk=%lld, fresh random inputs, against the Eigen "
-      "reference), then %d warm-up and %d timed launches (median), rotating %zu buffer sets of %s (L2 %s)\n",
-      static_cast<long long>(problem.seqlen_q), static_cast<long long>(problem.seqlen_kv), o.warmup, o.repeats,
-      buffers.sets(), format_bytes(double(buffers.total_bytes())).c_str(),
-      format_bytes(double(device.l2_cache_bytes)).c_str());
-  Stream stream;
-  Progress progress("measure", runnable);
-  std::string lost_at;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    TuneRow& row = rows[i];
-    if (row.status != RowStatus::kPending) continue;
-    if (!lost_at.empty()) {
-      row.status = RowStatus::kNotRun;
-      row.message = "the CUDA context was lost at " + lost_at;
-      continue;
-    }
-    const std::string name = to_string(row.tile);
-    try {
-      const CheckOutcome check = check_candidate(problem, row.tile, o.seed + 1 + i, stream.handle());
-      if (!check.pass) {
-        row.status = RowStatus::kWrong;
-        row.message = "o or lse outside the tolerance against the Eigen reference";
-        progress.note("check of " + name + " FAILED:\n" + trimmed(check.report));
-        progress.step(name + ": wrong results");
-        continue;
-      }
-      const Timing t = time_candidate(setup.shape, row.tile, buffers, o.warmup, o.repeats, stream.handle());
-      row.status = RowStatus::kOk;
-      row.median_ms = t.median_ms;
-      row.min_ms = t.min_ms;
-      row.max_ms = t.max_ms;
-      row.tflops = setup.flops / (t.median_ms * 1e-3) / 1e12;
-      char text[96];
-      std::snprintf(text, sizeof(text), ": %.4f ms, %.2f TFLOP/s", row.median_ms, row.tflops);
-      progress.step(name + text);
-    } catch (const Error& e) {
-      row.status = RowStatus::kLaunchFailed;
-      row.message = e.message();
-      progress.step(name + ": launch failed (" + e.message() + ")");
-      if (!context_usable()) lost_at = name;
-    }
-  }
-  return lost_at.empty();
-}
-
 void report_winner(const TuneOptions& o, const TuneSetup& setup, const std::vector<TuneRow>& rows) {
   const TuneRow& best = rows.front();
-  std::printf("winner:    %s: %.4f ms, %.2f TFLOP/s\n", to_string(best.tile).c_str(), best.median_ms, best.tflops);
+  std::printf("winner:    %s: %.4f ms, %.2f TFLOP/s\n", to_string(best.tile).c_str(), best.median_ms,
+              best.tflops);
   const TileConfig fallback =
-      default_forward_config(setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.limits.smem_per_block_bytes,
-                             setup.shape.seqlen_kv);
+      default_forward_config(setup.shape.dtype, static_cast<int>(setup.shape.head_dim),
+                             setup.limits.smem_per_block_bytes, setup.shape.seqlen_kv);
   for (const TuneRow& row : rows)
     if (row.tile == fallback && row.status == RowStatus::kOk)
-      std::printf("default:   %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n", to_string(fallback).c_str(),
-                  row.median_ms, row.tflops, row.median_ms / best.median_ms);
+      std::printf("default:   %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n",
+                  to_string(fallback).c_str(), row.median_ms, row.tflops, row.median_ms / best.median_ms);
   std::string command = "flashrtc config --dtype " + o.dtype + " --head-dim " + std::to_string(o.head_dim) +
                         " --seqlen " + std::to_string(o.seqlen);
   if (o.kv_seqlen) command += " --kv-seqlen " + std::to_string(*o.kv_seqlen);
@@ -181,13 +116,14 @@ int execute_tune(const TuneOptions& o) {
   const auto candidates =
       tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, setup.space, setup.limits);
   TuneSetup described = setup;
-  described.family_configs =
-      tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, TuneSpace::kFull, setup.limits).size();
+  described.family_configs = tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
+                                               TuneSpace::kFull, setup.limits)
+                                 .size();
   print_setup(described, candidates.size());
   if (candidates.empty())
-    throw Error(ErrorCode::kUnsupported, "no configuration of the " +
-                                             std::string(to_string(forward_kernel_family(shape.dtype))) +
-                                             " kernels fits " + setup.arch + " at d=" + std::to_string(head_dim));
+    throw Error(ErrorCode::kUnsupported, "no configuration of the " + kernel_family_name(shape.dtype) +
+                                             " kernels fits " + setup.arch +
+                                             " at d=" + std::to_string(head_dim));
   std::vector<TuneRow> rows;
   for (const TileConfig& tile : candidates) {
     TuneRow row;
@@ -212,7 +148,7 @@ int execute_tune(const TuneOptions& o) {
                 runtime_config().config_override.c_str());
 
   compile_candidates(setup, rows, o.jobs);
-  const bool complete = measure(o, setup, *device, rows);
+  const bool complete = measure_candidates(setup, *device, o.warmup, o.repeats, o.seed, rows);
   sort_rows(rows);
   print_table(rows, o.top);
 
@@ -231,8 +167,9 @@ int execute_tune(const TuneOptions& o) {
     entry.seqlen_q = shape.seqlen_q;
     entry.seqlen_kv = shape.seqlen_kv;
     entry.space = to_string(setup.space);
-    entry.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
+    entry.tuned_unix =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     record_tuning_entry(entry);
     written = true;
     report_winner(o, setup, rows);
@@ -267,7 +204,8 @@ CLI::Validator space_validator() {
 
 Command add_tune_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
-      "tune", "sweep tile configurations on this GPU, check and time each, write the fastest to the tuning database");
+      "tune",
+      "sweep tile configurations on this GPU, check and time each, write the fastest to the tuning database");
   auto o = std::make_shared<TuneOptions>();
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
@@ -281,12 +219,17 @@ Command add_tune_command(CLI::App& parent) {
       ->check(space_validator());
   app->add_option("--top", o->top, "rows of the table (failures are always shown)")->capture_default_str();
   app->add_flag("--dry-run", o->dry_run, "list the candidates and stop (no GPU needed)");
-  app->add_option("--arch", o->arch, "with --dry-run: the arch whose limits to list for (default: the GPU's)");
+  app->add_option("--arch", o->arch,
+                  "with --dry-run: the arch whose limits to list for (default: the GPU's)");
   app->add_option("--json", o->json_path, "write every row to this JSON file");
-  app->add_option("--plot", o->plot_path, "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot "
-                                          "(FILE.gp: the script alone)");
-  app->add_option("--jobs,-j", o->jobs, "parallel compiles (default: the number of cores)")->check(CLI::Range(1u, 1024u));
-  app->add_option("--warmup", o->warmup, "untimed launches per candidate")->capture_default_str()->check(CLI::Range(0, 1000));
+  app->add_option("--plot", o->plot_path,
+                  "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot "
+                  "(FILE.gp: the script alone)");
+  app->add_option("--jobs,-j", o->jobs, "parallel compiles (default: the number of cores)")
+      ->check(CLI::Range(1u, 1024u));
+  app->add_option("--warmup", o->warmup, "untimed launches per candidate")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app->add_option("--repeats", o->repeats, "timed launches per candidate (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

@@ -1,4 +1,4 @@
-#include "host_tensors.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "flashrtc_reference/attention_reference.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -79,4 +79,4 @@ std::vector<double> extract_head(DType dtype, const unsigned char* bytes, const 
   return rows;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -6,7 +6,7 @@
 
 #include "flashrtc/flashrtc.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 enum class Layout { kBnhd, kBhnd };
 
@@ -27,4 +27,4 @@ std::vector<double> extract_head(DType dtype, const unsigned char* bytes, const 
                                  std::int64_t batch, std::int64_t head, std::int64_t seqlen,
                                  std::int64_t head_dim);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools
