@@ -1,7 +1,6 @@
 #include "forward_kernel.hpp"
 
-#include <regex>
-
+#include "flashrtc/arch.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "kernel_cache.hpp"
@@ -68,10 +67,8 @@ namespace detail {
 int forward_block_threads(const ForwardSpec& spec) { return spec.tile.warps * 32; }
 
 CompileRequest forward_compile_request(const ForwardSpec& spec, const std::string& arch) {
-  static const std::regex kArch(R"(sm_(\d+)[af]?)");
-  std::smatch match;
-  if (!std::regex_match(arch, match, kArch) || std::stoi(match[1]) < 80)
-    throw Error(ErrorCode::kInvalidArgument, "arch=" + arch + ": must be sm_80 or newer, e.g. sm_80, sm_90a");
+  if (!is_supported_arch(arch))
+    throw Error(ErrorCode::kInvalidArgument, "arch=" + arch + ": must be one of " + supported_archs_text());
   if (!is_supported_head_dim(spec.head_dim))
     throw Error(ErrorCode::kInvalidArgument,
                 "head_dim=" + std::to_string(spec.head_dim) + ": must be a multiple of 8 from 8 to 256");
