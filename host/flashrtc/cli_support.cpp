@@ -51,21 +51,6 @@ MaskKind mask_from(const std::string& name) {
   throw UsageError("unknown mask '" + name + "' (none, causal, causal-br)");
 }
 
-void TileOptions::add_to(CLI::App& app) {
-  app.add_option("--block-m", block_m, "query rows per thread block (default: the built-in table)");
-  app.add_option("--block-n", block_n, "key rows per pipeline stage");
-  app.add_option("--warps", warps, "warps per thread block");
-  app.add_option("--stages", stages, "K/V tiles resident in shared memory (1 or 2)");
-}
-
-TileConfig TileOptions::apply(TileConfig base) const {
-  if (block_m) base.block_m = *block_m;
-  if (block_n) base.block_n = *block_n;
-  if (warps) base.warps = *warps;
-  if (stages) base.stages = *stages;
-  return base;
-}
-
 int exit_code_for(const Error& error) {
   switch (error.code()) {
     case ErrorCode::kInvalidArgument:
@@ -74,15 +59,6 @@ int exit_code_for(const Error& error) {
     default:
       return kExitDevice;
   }
-}
-
-std::string compile_arch(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
-  if (!device_available())
-    throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +
-                                          "); pass --arch, e.g. --arch sm_90a, to compile without one");
-  return current_device().arch;
 }
 
 }  // namespace flashrtc::cli

@@ -10,6 +10,7 @@
 #include "flashrtc/flashrtc.hpp"
 #include "flashrtc_tools/format.hpp"
 #include "flashrtc_tools/tool_errors.hpp"
+#include "shared_options.hpp"
 
 namespace flashrtc::cli {
 
@@ -48,20 +49,8 @@ CLI::Validator layout_validator();  // bnhd | bhnd
 DType dtype_from(const std::string& name);
 MaskKind mask_from(const std::string& name);
 
-/// --block-m/--block-n/--warps/--stages: any subset overrides the default tile field by field.
-struct TileOptions {
-  std::optional<int> block_m, block_n, warps, stages;
-  void add_to(CLI::App& app);
-  bool any() const { return block_m || block_n || warps || stages; }
-  TileConfig apply(TileConfig base) const;
-};
-
 /// kExitUsage for a caller's mistake (bad value, unsupported tile), kExitDevice for everything the machine
 /// caused (no GPU, driver, NVRTC, cache I/O).
 int exit_code_for(const Error& error);
-
-/// The arch to compile for: requested, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
-/// Throws Error(kNoDevice) when none of them is there.
-std::string compile_arch(const std::string& requested);
 
 }  // namespace flashrtc::cli

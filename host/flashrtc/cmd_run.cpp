@@ -45,8 +45,6 @@ ForwardParams params_from(const RunOptions& o, Layout layout) {
   p.head_dim = o.head_dim;
   p.q = p.o = make_tensor_ref(layout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
   p.k = p.v = make_tensor_ref(layout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
-  // --block-m etc. replace fields of the tile the call would use otherwise (tuned, FLASHRTC_CONFIG, default).
-  if (o.tile.any()) p.config = o.tile.apply(select_forward_spec(p).tile);
   return p;
 }
 
@@ -63,7 +61,11 @@ std::size_t tensor_bytes(const ForwardParams& p, std::int64_t seqlen, std::int64
 int execute_run(const RunOptions& options) {
   const Layout layout = options.layout == "bhnd" ? Layout::kBhnd : Layout::kBnhd;
   ForwardParams p = params_from(options, layout);
-  const ForwardSpec spec = select_forward_spec(p);  // validates: bad shapes fail here, before any device work
+  select_forward_spec(p);  // validates: bad shapes fail here, before any device work
+  const ConfigResolution resolution =
+      options.tile.resolve(config_query(p), current_device_target().value_or(no_device_target()));
+  if (options.tile.any()) p.config = resolution.config;
+  const ForwardSpec spec = select_forward_spec(p);
 
   if (!device_available())
     throw Error(ErrorCode::kNoDevice, "no GPU: " + device_unavailable_reason() +
@@ -79,7 +81,6 @@ int execute_run(const RunOptions& options) {
       static_cast<long long>(p.seqlen_q), static_cast<long long>(p.seqlen_kv),
       static_cast<long long>(p.head_dim), std::string(to_string(p.dtype)).c_str(),
       std::string(to_string(p.mask)).c_str(), options.layout.c_str());
-  const ConfigResolution resolution = resolve_forward_config(p);
   std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
               resolution.why.c_str());
   // Compiling ahead of the first launch keeps NVRTC time out of the launch and shows what was built.
@@ -162,11 +163,13 @@ Command add_run_command(CLI::App& parent) {
                                         "time one forward attention on random inputs; --check compares "
                                         "with the Eigen reference");
   auto options = std::make_shared<RunOptions>();
-  app->add_option("--batch", options->batch, "batch size")->required();
-  app->add_option("--heads", options->heads, "query heads")->required();
-  app->add_option("--kv-heads", options->kv_heads, "key/value heads, dividing --heads (default: --heads)");
-  app->add_option("--seqlen", options->seqlen, "query sequence length")->required();
-  app->add_option("--kv-seqlen", options->kv_seqlen, "key/value sequence length (default: --seqlen)");
+  app->add_option("--batch", options->batch, "batch size")->required()->check(count_validator());
+  app->add_option("--heads", options->heads, "query heads")->required()->check(count_validator());
+  app->add_option("--kv-heads", options->kv_heads, "key/value heads, dividing --heads (default: --heads)")
+      ->check(count_validator());
+  app->add_option("--seqlen", options->seqlen, "query sequence length")->required()->check(count_validator());
+  app->add_option("--kv-seqlen", options->kv_seqlen, "key/value sequence length (default: --seqlen)")
+      ->check(count_validator());
   app->add_option("--head-dim", options->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--dtype", options->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--mask", options->mask, "mask")->capture_default_str()->check(mask_validator());

@@ -1,6 +1,7 @@
 // `flashrtc tune`: sweep the tile configurations of a call's kernel family on the GPU in hand - compile
 // them in parallel, check each against the Eigen reference, time the ones that pass - and write the
 // fastest into the tuning database, which every later process uses with no rebuild.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -23,7 +24,7 @@ using namespace flashrtc::tools;
 namespace {
 
 struct TuneOptions {
-  std::string dtype, mask = "none", space = "quick", arch, json_path, plot_path;
+  std::string dtype, mask = "none", space = "quick", json_path, plot_path;
   int head_dim = 0;
   std::int64_t seqlen = 0, batch = 2, heads = 16;
   std::optional<std::int64_t> kv_seqlen;
@@ -32,6 +33,8 @@ struct TuneOptions {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   std::uint64_t seed = 1;
   bool dry_run = false;
+  TileOptions tile;
+  TargetOptions target;
 };
 
 // Validation needs pointers that look like device pointers; never dereferenced (as in `flashrtc run`).
@@ -51,50 +54,54 @@ ForwardParams shape_of(const TuneOptions& o) {
   return p;
 }
 
-// The device the sweep is for: the GPU in hand, or for --dry-run an arch's published limits.
-TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optional<DeviceInfo>& device) {
+// The device the sweep is for: the GPU in hand, or for --dry-run the one --arch/--gpu-name name (published
+// limits), as every command resolves it (TargetOptions).
+TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optional<DeviceInfo>& device,
+                    DeviceTarget& target) {
   TuneSetup s;
   s.shape = shape;
   s.space = *parse_tune_space(o.space);
   s.flops = attention_flops(shape);
-  const std::string& arch_override = runtime_config().arch_override;
   if (device_available()) device = current_device();
-  const std::string device_arch = device ? (arch_override.empty() ? device->arch : arch_override) : "";
-  if (device && (o.arch.empty() || o.arch == device_arch)) {
-    s.gpu_name = device->name;
-    s.arch = device_arch;
+  target = o.target.target();
+  const std::optional<DeviceTarget> in_hand = device ? current_device_target() : std::nullopt;
+  if (!o.dry_run) {
+    if (!in_hand)
+      throw Error(ErrorCode::kNoDevice,
+                  "no GPU: " + device_unavailable_reason() +
+                      " (`flashrtc tune --dry-run --arch sm_90a` lists the candidates without one)");
+    o.target.require_device(in_hand->gpu_name, in_hand->arch);
+    target = *in_hand;
+  }
+  if (in_hand && target.gpu_name == in_hand->gpu_name && target.arch == in_hand->arch) {
     s.limits = sm_limits(*device);
-  } else if (!o.dry_run) {
-    if (device)
-      throw UsageError("--arch " + o.arch + ": the sweep runs on this GPU (" + device_arch +
-                       "); --arch only chooses the limits of --dry-run");
-    throw Error(ErrorCode::kNoDevice,
-                "no GPU: " + device_unavailable_reason() +
-                    " (`flashrtc tune --dry-run --arch sm_90a` lists the candidates without one)");
   } else {
     device.reset();
-    s.arch = !o.arch.empty() ? o.arch : !arch_override.empty() ? arch_override : "sm_80";
-    s.limits = assumed_sm_limits(s.arch);
-    std::printf("note:      no GPU used: the published limits of %s%s\n", s.arch.c_str(),
-                o.arch.empty() && arch_override.empty() ? " (assumed; --arch picks another)" : "");
+    if (target.arch.empty()) target.arch = "sm_80";
+    s.limits = assumed_sm_limits(target.arch);
+    std::printf("note:      no GPU used: the published limits of %s%s\n", target.arch.c_str(),
+                o.target.arch.empty() && runtime_config().arch_override.empty()
+                    ? " (assumed; --arch picks another)"
+                    : "");
   }
+  s.gpu_name = target.gpu_name;
+  s.arch = target.arch;
   if (!s.gpu_name.empty())
     s.key = make_tuning_key(s.gpu_name, s.arch, shape.dtype, static_cast<int>(shape.head_dim), shape.mask,
                             shape.seqlen_q, shape.seqlen_kv);
   return s;
 }
 
-void report_winner(const TuneOptions& o, const TuneSetup& setup, const std::vector<TuneRow>& rows) {
+void report_winner(const TuneOptions& o, const TuneSetup& setup, const ConfigResolution& baseline,
+                   const std::vector<TuneRow>& rows) {
   const TuneRow& best = rows.front();
   std::printf("winner:    %s: %.4f ms, %.2f TFLOP/s\n", to_string(best.tile).c_str(), best.median_ms,
               best.tflops);
-  const TileConfig fallback =
-      default_forward_config(setup.shape.dtype, static_cast<int>(setup.shape.head_dim),
-                             setup.limits.smem_per_block_bytes, setup.shape.seqlen_kv);
   for (const TuneRow& row : rows)
-    if (row.tile == fallback && row.status == RowStatus::kOk)
-      std::printf("default:   %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n",
-                  to_string(fallback).c_str(), row.median_ms, row.tflops, row.median_ms / best.median_ms);
+    if (row.tile == baseline.config && row.status == RowStatus::kOk)
+      std::printf("base:      %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n",
+                  to_string(baseline.config).c_str(), row.median_ms, row.tflops,
+                  row.median_ms / best.median_ms);
   std::string command = "flashrtc config --dtype " + o.dtype + " --head-dim " + std::to_string(o.head_dim) +
                         " --seqlen " + std::to_string(o.seqlen);
   if (o.kv_seqlen) command += " --kv-seqlen " + std::to_string(*o.kv_seqlen);
@@ -111,15 +118,22 @@ int execute_tune(const TuneOptions& o) {
     check_plot_target(o.plot_path);  // before the sweep, not after it
   }
   std::optional<DeviceInfo> device;
-  const TuneSetup setup = setup_for(o, shape, device);
+  DeviceTarget target;
+  const TuneSetup setup = setup_for(o, shape, device, target);
+  // The tile calls use now (with --block-m etc. applied) is always swept: the winner is compared with it.
+  const ConfigResolution baseline = o.tile.resolve(config_query(shape), target);
   const int head_dim = static_cast<int>(shape.head_dim);
-  const auto candidates =
+  auto candidates =
       tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, setup.space, setup.limits);
+  if (std::find(candidates.begin(), candidates.end(), baseline.config) == candidates.end())
+    candidates.push_back(baseline.config);
   TuneSetup described = setup;
   described.family_configs = tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
                                                TuneSpace::kFull, setup.limits)
                                  .size();
   print_setup(described, candidates.size());
+  std::printf("base:      %s (%s: %s)\n", to_string(baseline.config).c_str(), to_string(baseline.source),
+              baseline.why.c_str());
   if (candidates.empty())
     throw Error(ErrorCode::kUnsupported, "no configuration of the " + kernel_family_name(shape.dtype) +
                                              " kernels fits " + setup.arch +
@@ -172,7 +186,7 @@ int execute_tune(const TuneOptions& o) {
             .count();
     record_tuning_entry(entry);
     written = true;
-    report_winner(o, setup, rows);
+    report_winner(o, setup, baseline, rows);
   } else if (winner) {
     std::printf("the sweep stopped when the CUDA context was lost; the database is unchanged\n");
   } else {
@@ -209,18 +223,26 @@ Command add_tune_command(CLI::App& parent) {
   auto o = std::make_shared<TuneOptions>();
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
-  app->add_option("--seqlen", o->seqlen, "query sequence length")->required();
-  app->add_option("--kv-seqlen", o->kv_seqlen, "key/value sequence length (default: --seqlen)");
-  app->add_option("--batch", o->batch, "batch size of the timed call")->capture_default_str();
-  app->add_option("--heads", o->heads, "heads of the timed call")->capture_default_str();
+  app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());
+  app->add_option("--kv-seqlen", o->kv_seqlen, "key/value sequence length (default: --seqlen)")
+      ->check(count_validator());
+  app->add_option("--batch", o->batch, "batch size of the timed call")
+      ->capture_default_str()
+      ->check(count_validator());
+  app->add_option("--heads", o->heads, "heads of the timed call")
+      ->capture_default_str()
+      ->check(count_validator());
   app->add_option("--mask", o->mask, "mask")->capture_default_str()->check(mask_validator());
   app->add_option("--space", o->space, "quick: the larger tiles and the default; full: every one that fits")
       ->capture_default_str()
       ->check(space_validator());
-  app->add_option("--top", o->top, "rows of the table (failures are always shown)")->capture_default_str();
+  app->add_option("--top", o->top, "rows of the table (failures are always shown)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t(1), std::size_t(kMaxCount)));
   app->add_flag("--dry-run", o->dry_run, "list the candidates and stop (no GPU needed)");
-  app->add_option("--arch", o->arch,
-                  "with --dry-run: the arch whose limits to list for (default: the GPU's)");
+  o->target.add_to(*app,
+                   "with --dry-run: the arch whose limits to list for, e.g. sm_90a (default: the GPU's)");
+  o->tile.add_to(*app);
   app->add_option("--json", o->json_path, "write every row to this JSON file");
   app->add_option("--plot", o->plot_path,
                   "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot "
