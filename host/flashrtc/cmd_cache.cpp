@@ -27,9 +27,7 @@ constexpr const char* kLsFormat = "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4
 int execute_ls(const CacheOptions& o) {
   const std::vector<CacheEntry> entries = tools::sorted_cache_entries(o.spills);
   if (o.json_output) {
-    json rows = json::array();
-    for (const CacheEntry& e : entries) rows.push_back(tools::cache_entry_json(e));
-    std::printf("%s\n", rows.dump(2).c_str());
+    std::printf("%s\n", tools::cache_entries_json(entries).c_str());
     return kExitOk;
   }
   std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs",

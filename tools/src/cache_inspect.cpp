@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "flashrtc/error.hpp"
@@ -33,7 +34,9 @@ std::string short_kernel_name(const std::string& kernel) {
   return kernel.rfind(prefix, 0) == 0 ? kernel.substr(prefix.size()) : kernel;
 }
 
-nlohmann::json cache_entry_json(const CacheEntry& e) {
+namespace {
+
+nlohmann::json entry_json(const CacheEntry& e) {
   nlohmann::json j = {{"key", e.key},
                       {"arch", e.arch},
                       {"kernel", e.kernel},
@@ -61,6 +64,14 @@ nlohmann::json cache_entry_json(const CacheEntry& e) {
                       {"dir", e.dir.string()}};
   if (!e.problem.empty()) j["problem"] = e.problem;
   return j;
+}
+
+}  // namespace
+
+std::string cache_entries_json(const std::vector<CacheEntry>& entries) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CacheEntry& e : entries) rows.push_back(entry_json(e));
+  return rows.dump(2);
 }
 
 std::string read_entry_file(const std::filesystem::path& path) {

@@ -2,7 +2,6 @@
 // Inspecting the disk cache beyond what the runtime lists: entries sorted for a table, as JSON, their
 // files, and their SASS through the toolkit's disassemblers.
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,8 +16,9 @@ std::vector<CacheEntry> sorted_cache_entries(bool spilling_only);
 /// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
 std::string short_kernel_name(const std::string& kernel);
 
-/// Every field of an entry (the specialization nested), as `flashrtc cache ls --json` prints it.
-nlohmann::json cache_entry_json(const CacheEntry& entry);
+/// A JSON array (indented) of every field of each entry, the specialization nested: `flashrtc cache ls
+/// --json`.
+std::string cache_entries_json(const std::vector<CacheEntry>& entries);
 
 /// The whole file (an entry's PTX or compile log). Throws Error(kCacheIo) when it cannot be read.
 std::string read_entry_file(const std::filesystem::path& path);
