@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "flashrtc_tools/host_tensors.hpp"
+
 namespace flashrtc::cli {
 
 CLI::Validator dtype_validator() {
@@ -35,8 +37,7 @@ CLI::Validator head_dim_validator() {
 CLI::Validator layout_validator() {
   return CLI::Validator(
       [](std::string& name) -> std::string {
-        return name == "bnhd" || name == "bhnd" ? std::string()
-                                                : "unknown layout '" + name + "' (bnhd, bhnd)";
+        return tools::parse_layout(name) ? std::string() : "unknown layout '" + name + "' (bnhd, bhnd)";
       },
       "bnhd|bhnd");
 }

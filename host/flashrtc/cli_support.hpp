@@ -17,6 +17,11 @@ namespace flashrtc::cli {
 /// The command's contract with scripts (README): distinct codes so `make run` can tell a failed check
 /// from a missing GPU.
 enum ExitCode : int { kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2, kExitDevice = 3 };
+/// The codes above as `flashrtc --help` lists them.
+inline constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 ok; 1 a check failed (run --check, tune: no candidate passed, cache verify: bad entries "
+    "removed); 2 bad usage or argument; 3 no GPU, a CUDA, NVRTC or cache I/O failure, or a missing external "
+    "tool (gnuplot, cuobjdump).";
 
 /// A value the command or a tool rejects (CLI11 and the runtime reject the rest): exits kExitUsage.
 /// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing: exits kExitDevice.

@@ -30,7 +30,7 @@ struct BenchOptions {
   std::vector<std::int64_t> head_dims = kGridHeadDims;
   std::vector<std::int64_t> seqlens = kGridSeqlens;
   std::vector<std::string> shapes;
-  std::string layout = "bhnd";
+  std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
   std::uint64_t seed = 1;
@@ -253,7 +253,7 @@ int execute_bench(const BenchOptions& o) {
   for (const std::string& name : o.dtypes) dtypes.push_back(dtype_from(name));
   std::vector<MaskKind> masks;
   for (const std::string& name : o.masks) masks.push_back(mask_from(name));
-  const Layout layout = o.layout == "bnhd" ? Layout::kBnhd : Layout::kBhnd;
+  const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
   std::string target_text;
   const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile, o.target.target(&target_text));

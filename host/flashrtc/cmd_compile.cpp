@@ -49,23 +49,24 @@ void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
   if (r.spills()) std::printf("warning: this specialization spills registers to local memory\n");
 }
 
-constexpr const char* kRowFormat = "%-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s\n";
+constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s\n";
 
 void print_header() {
-  std::printf(kRowFormat, "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld", "stack",
-              "static", "dyn smem", "compile ms", "from");
+  std::printf(kRowFormat, "#", "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld",
+              "stack", "static", "dyn smem", "compile ms", "from");
 }
 
-void print_row(const ForwardSpec& spec, const CompiledKernelInfo& info) {
+// counter: "3/51", the row's place in the whole list.
+void print_row(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info) {
   const ResourceReport& r = info.resources;
   const auto text = [](auto value) { return std::to_string(value); };
   const std::string tile = text(spec.tile.block_m) + "," + text(spec.tile.block_n) + "," +
                            text(spec.tile.warps) + "," + text(spec.tile.stages);
   char compile_ms[32];
   std::snprintf(compile_ms, sizeof(compile_ms), "%.1f", info.compile_ms);
-  std::printf(kRowFormat, std::string(to_string(spec.dtype)).c_str(), text(spec.head_dim).c_str(),
-              std::string(to_string(spec.mask)).c_str(), tile.c_str(), text(r.registers).c_str(),
-              (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
+  std::printf(kRowFormat, counter.c_str(), std::string(to_string(spec.dtype)).c_str(),
+              text(spec.head_dim).c_str(), std::string(to_string(spec.mask)).c_str(), tile.c_str(),
+              text(r.registers).c_str(), (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
               text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
               text(forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile)).c_str(), compile_ms,
               to_string(info.source));
@@ -97,14 +98,18 @@ int compile_all(const std::string& arch, unsigned jobs) {
   print_header();
   std::exception_ptr first_error;
   int spilling = 0;
+  std::size_t failed = 0;
   for (std::size_t i = 0; i < specs.size(); ++i) {
+    const std::string counter = std::to_string(i + 1) + "/" + std::to_string(specs.size());
     try {
       const CompiledKernelInfo info = results[i].get();
-      print_row(specs[i], info);
+      print_row(counter, specs[i], info);
       spilling += info.resources.spills() ? 1 : 0;
     } catch (const std::exception& e) {
-      std::printf("%-5s %4d %-10s FAILED (see below)\n", std::string(to_string(specs[i].dtype)).c_str(),
-                  specs[i].head_dim, std::string(to_string(specs[i].mask)).c_str());
+      std::printf("%9s %-5s %4d %-10s FAILED (see below)\n", counter.c_str(),
+                  std::string(to_string(specs[i].dtype)).c_str(), specs[i].head_dim,
+                  std::string(to_string(specs[i].mask)).c_str());
+      ++failed;
       if (!first_error) first_error = std::current_exception();
     }
     std::fflush(stdout);
@@ -112,10 +117,12 @@ int compile_all(const std::string& arch, unsigned jobs) {
   for (std::thread& worker : workers) worker.join();
 
   const CacheStats stats = cache_stats();
-  std::printf("compiled %llu, from disk %llu, from memory %llu; %d spilling; cache %s\n",
-              static_cast<unsigned long long>(stats.compiles),
-              static_cast<unsigned long long>(stats.disk_hits),
-              static_cast<unsigned long long>(stats.memory_hits), spilling, cache_root().string().c_str());
+  std::printf(
+      "done: %zu of %zu ready, %zu failed (compiled %llu, from disk %llu, from memory %llu); %d spilling; "
+      "cache %s\n",
+      specs.size() - failed, specs.size(), failed, static_cast<unsigned long long>(stats.compiles),
+      static_cast<unsigned long long>(stats.disk_hits), static_cast<unsigned long long>(stats.memory_hits),
+      spilling, cache_root().string().c_str());
   if (first_error) std::rethrow_exception(first_error);
   return kExitOk;
 }

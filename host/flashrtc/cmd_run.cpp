@@ -22,7 +22,7 @@ namespace {
 struct RunOptions {
   std::int64_t batch = 0, heads = 0, seqlen = 0, head_dim = 0;
   std::optional<std::int64_t> kv_heads, kv_seqlen;
-  std::string dtype, mask = "none", layout = "bnhd";
+  std::string dtype, mask = "none", layout = tools::to_string(kDefaultLayout);
   int iters = 20, warmup = 3;
   bool check = false;
   std::uint64_t seed = 1;
@@ -59,7 +59,7 @@ std::size_t tensor_bytes(const ForwardParams& p, std::int64_t seqlen, std::int64
 }
 
 int execute_run(const RunOptions& options) {
-  const Layout layout = options.layout == "bhnd" ? Layout::kBhnd : Layout::kBnhd;
+  const Layout layout = *parse_layout(options.layout);
   ForwardParams p = params_from(options, layout);
   select_forward_spec(p);  // validates: bad shapes fail here, before any device work
   const ConfigResolution resolution =

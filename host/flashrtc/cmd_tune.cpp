@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 #include "flashrtc_tools/tune_compile.hpp"
 #include "flashrtc_tools/tune_measure.hpp"
 #include "flashrtc_tools/tune_plot.hpp"
@@ -49,8 +50,8 @@ ForwardParams shape_of(const TuneOptions& o) {
   p.seqlen_q = o.seqlen;
   p.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   p.head_dim = o.head_dim;
-  p.q = p.o = TensorRef::bnhd(kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = p.v = TensorRef::bnhd(kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.q = p.o = make_tensor_ref(kDefaultLayout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = p.v = make_tensor_ref(kDefaultLayout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
   return p;
 }
 

@@ -18,6 +18,7 @@ int run_main(int argc, char** argv) {
   using namespace flashrtc::cli;
   CLI::App app{"flashrtc: FlashAttention kernels compiled at run time with NVRTC", "flashrtc"};
   app.require_subcommand(1);
+  app.footer(kExitCodesHelp);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   app.set_version_flag("--version", flashrtc_version());
   const std::vector<Command> commands = {

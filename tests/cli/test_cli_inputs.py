@@ -91,6 +91,20 @@ class TileOptions(unittest.TestCase):
                 self.assertIn("FLASHRTC_CONFIG='warps=eight'", r.stderr)
 
 
+class Help(unittest.TestCase):
+    def test_top_level_help_lists_exit_codes(self):
+        r = flashrtc("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for code in ("0 ok", "1 a check failed", "2 bad usage", "3 no GPU"):
+            self.assertIn(code, r.stdout)
+
+    def test_one_layout_default(self):
+        for command in ("run", "bench"):
+            with self.subTest(command=command):
+                r = flashrtc(command, "--help")
+                self.assertRegex(r.stdout, r"--layout \S*=bhnd")
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as cache:
         os.environ.setdefault("FLASHRTC_CACHE_DIR", cache)

@@ -330,6 +330,11 @@ TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CA
   CHECK(r.out.find(std::to_string(warm_forward_specs("sm_90a", false).size()) + " defaults, 1 tuned") !=
         std::string::npos);
   CHECK(r.out.find("fp32    80 causal-br  FAILED") != std::string::npos);
+  // Every row counts itself against the total, and one summary line closes the table.
+  const std::string total = std::to_string(warm_forward_specs("sm_90a").size());
+  CHECK(r.out.find("  1/" + total + " fp32") != std::string::npos);
+  CHECK(r.out.find(" " + total + "/" + total + " fp32    80 causal-br  FAILED") != std::string::npos);
+  CHECK(r.out.find("done: 0 of " + total + " ready, " + total + " failed (compiled 0,") != std::string::npos);
   CHECK(r.err.find("CompileDisallowed") != std::string::npos);
   CHECK(cache_entry_count() == 0);
 

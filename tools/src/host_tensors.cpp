@@ -26,6 +26,16 @@ void encode_element(DType dtype, float value, unsigned char* out) {
 
 }  // namespace
 
+const char* to_string(Layout layout) {
+  return layout == Layout::kBhnd ? "bhnd" : "bnhd";
+}
+
+std::optional<Layout> parse_layout(const std::string& name) {
+  for (const Layout layout : {Layout::kBnhd, Layout::kBhnd})
+    if (name == to_string(layout)) return layout;
+  return std::nullopt;
+}
+
 TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, std::int64_t heads,
                           std::int64_t head_dim) {
   return layout == Layout::kBnhd ? TensorRef::bnhd(data, seqlen, heads, head_dim)

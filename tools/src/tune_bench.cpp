@@ -16,12 +16,12 @@ std::size_t tensor_bytes(const ForwardParams& p, std::int64_t seqlen, std::int64
   return static_cast<std::size_t>(p.batch * seqlen * heads * p.head_dim) * dtype_size(p.dtype);
 }
 
-// Strides only (the pointer is set per buffer): contiguous [B, N, H, d].
+// Contiguous tensors of the default layout, as the calls being tuned for usually pass them.
 void set_layout(ForwardParams& p, const void* q, const void* k, const void* v, const void* o) {
-  p.q = TensorRef::bnhd(q, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = TensorRef::bnhd(k, p.seqlen_kv, p.heads_kv, p.head_dim);
-  p.v = TensorRef::bnhd(v, p.seqlen_kv, p.heads_kv, p.head_dim);
-  p.o = TensorRef::bnhd(o, p.seqlen_q, p.heads_q, p.head_dim);
+  p.q = make_tensor_ref(kDefaultLayout, q, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = make_tensor_ref(kDefaultLayout, k, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.v = make_tensor_ref(kDefaultLayout, v, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.o = make_tensor_ref(kDefaultLayout, o, p.seqlen_q, p.heads_q, p.head_dim);
 }
 
 // forward_check prints to a FILE; a memory stream keeps its report for the tuner's own output.
