@@ -54,6 +54,11 @@ CLI::Validator layout_validator();  // bnhd | bhnd
 DType dtype_from(const std::string& name);
 MaskKind mask_from(const std::string& name);
 
+/// What run, bench and tune put in a call's tensor pointers to validate its shape before any device exists
+/// (non-null, 16-byte aligned, as device pointers are), so that a bad shape is a usage error (exit 2) on a
+/// machine without a GPU too. Never dereferenced.
+alignas(16) inline const unsigned char kValidationPlaceholder[16] = {};
+
 /// kExitUsage for a caller's mistake (bad value, unsupported tile), kExitDevice for everything the machine
 /// caused (no GPU, driver, NVRTC, cache I/O).
 int exit_code_for(const Error& error);

@@ -44,12 +44,9 @@ struct Measurement {
   std::string error;  // a point that failed on the device; the others still run
 };
 
-// Validation needs pointers that look like device pointers before any device exists, so that a bad shape
-// is a usage error (exit 2) even without a GPU. Never dereferenced.
-alignas(16) const unsigned char kPlaceholder[16] = {};
-
 struct Buffers {
-  const void *q = kPlaceholder, *k = kPlaceholder, *v = kPlaceholder, *o = kPlaceholder;
+  const void *q = kValidationPlaceholder, *k = kValidationPlaceholder, *v = kValidationPlaceholder,
+             *o = kValidationPlaceholder;
   float* lse = nullptr;
 };
 

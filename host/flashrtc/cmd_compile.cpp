@@ -184,7 +184,12 @@ Command add_compile_command(CLI::App& parent) {
       "for the arch, plus every tile tuned for the arch (the tuning database)");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
-  all->excludes(dtype)->excludes(head_dim)->excludes(mask)->excludes(seqlen)->excludes(kv_seqlen);
+  all->excludes(dtype)
+      ->excludes(head_dim)
+      ->excludes("--gpu-name")
+      ->excludes(mask)
+      ->excludes(seqlen)
+      ->excludes(kv_seqlen);
   for (const char* tile_flag : {"--block-m", "--block-n", "--warps", "--stages"}) all->excludes(tile_flag);
   return {app, [options] { return execute_compile(*options); }};
 }

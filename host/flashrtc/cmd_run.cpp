@@ -29,10 +29,6 @@ struct RunOptions {
   TileOptions tile;
 };
 
-// Validation needs pointers that look like device pointers (non-null, 16-byte aligned) before any device
-// exists, so that a bad shape is a usage error (exit 2) even on a machine without a GPU. Never dereferenced.
-alignas(16) const unsigned char kPlaceholder[16] = {};
-
 ForwardParams params_from(const RunOptions& o, Layout layout) {
   ForwardParams p;
   p.dtype = dtype_from(o.dtype);
@@ -43,8 +39,8 @@ ForwardParams params_from(const RunOptions& o, Layout layout) {
   p.seqlen_q = o.seqlen;
   p.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   p.head_dim = o.head_dim;
-  p.q = p.o = make_tensor_ref(layout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = p.v = make_tensor_ref(layout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.q = p.o = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = p.v = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
   return p;
 }
 

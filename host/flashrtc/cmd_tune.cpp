@@ -38,9 +38,6 @@ struct TuneOptions {
   TargetOptions target;
 };
 
-// Validation needs pointers that look like device pointers; never dereferenced (as in `flashrtc run`).
-alignas(16) const unsigned char kPlaceholder[16] = {};
-
 ForwardParams shape_of(const TuneOptions& o) {
   ForwardParams p;
   p.dtype = dtype_from(o.dtype);
@@ -50,8 +47,8 @@ ForwardParams shape_of(const TuneOptions& o) {
   p.seqlen_q = o.seqlen;
   p.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   p.head_dim = o.head_dim;
-  p.q = p.o = make_tensor_ref(kDefaultLayout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = p.v = make_tensor_ref(kDefaultLayout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.q = p.o = make_tensor_ref(kDefaultLayout, kValidationPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = p.v = make_tensor_ref(kDefaultLayout, kValidationPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
   return p;
 }
 
