@@ -34,6 +34,16 @@ class Lengths(unittest.TestCase):
         self.assertIn(RANGE, r.stderr)
         self.assertLess(len(r.stderr), 300)
 
+    def test_lengths_in_range_whose_product_overflows_are_usage_errors(self):
+        big = "2147483647"
+        for args in (["run", "--batch", big, "--heads", big, "--seqlen", big, "--head-dim", "64", "--dtype", "bf16"],
+                     ["bench", "--dry-run", "--shape", f"{big},{big},{big},64"],
+                     ["tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", big, "--heads", big]):
+            with self.subTest(command=args[0]):
+                r = flashrtc(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("over the 64-bit index range", r.stderr)
+
 
 class Archs(unittest.TestCase):
     COMMANDS = [

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "flashrtc_reference/attention_reference.hpp"
@@ -38,6 +39,14 @@ std::optional<Layout> parse_layout(const std::string& name) {
 
 TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, std::int64_t heads,
                           std::int64_t head_dim) {
+  // The batch stride is seqlen * heads * head_dim: refuse lengths whose product a 64-bit stride cannot hold,
+  // before the strides are computed.
+  std::int64_t per_head = 0, per_batch = 0;
+  if (__builtin_mul_overflow(seqlen, head_dim, &per_head) ||
+      __builtin_mul_overflow(per_head, heads, &per_batch))
+    throw Error(ErrorCode::kInvalidArgument, "seqlen * heads * head_dim = " + std::to_string(seqlen) + " * " +
+                                                 std::to_string(heads) + " * " + std::to_string(head_dim) +
+                                                 " elements: over the 64-bit index range of one tensor");
   return layout == Layout::kBnhd ? TensorRef::bnhd(data, seqlen, heads, head_dim)
                                  : TensorRef::bhnd(data, seqlen, heads, head_dim);
 }

@@ -21,7 +21,8 @@ const char* to_string(Layout layout);
 /// The names above; nullopt otherwise.
 std::optional<Layout> parse_layout(const std::string& name);
 
-/// A contiguous tensor of the layout over data (strides as TensorRef's, in elements).
+/// A contiguous tensor of the layout over data (strides as TensorRef's, in elements). Throws
+/// Error(kInvalidArgument) when seqlen * heads * head_dim does not fit a 64-bit stride.
 TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, std::int64_t heads,
                           std::int64_t head_dim);
 
