@@ -150,7 +150,8 @@ int execute_compile(const CompileOptions& options) {
   for_arch.arch = arch;
   DeviceTarget target = for_arch.target();
   if (!options.seqlen) target.gpu_name.clear();
-  const ConfigResolution resolution = options.tile.resolve(query, target);
+  ConfigResolution resolution = options.tile.resolve(query, target);
+  if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
   spec.tile = resolution.config;
   print_details(spec, resolution, compile_forward(spec, arch));
   return kExitOk;
