@@ -43,16 +43,28 @@ ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& tar
   return r;
 }
 
+namespace {
+
+// Empty when arch is one NVRTC can target for flashrtc; else what is wrong, naming the accepted ones.
+std::string arch_problem(const std::string& arch) {
+  if (is_supported_arch(arch)) return {};
+  const std::string shown = arch.size() > 24 ? arch.substr(0, 24) + "..." : arch;
+  return "'" + shown + "': must be one of " + supported_archs_text();
+}
+
+// FLASHRTC_ARCH enters as an arch too, and is refused as --arch is.
+void check_arch_override() {
+  const std::string& arch = runtime_config().arch_override;
+  if (!arch.empty() && !arch_problem(arch).empty()) throw UsageError("FLASHRTC_ARCH=" + arch_problem(arch));
+}
+
+}  // namespace
+
 void TargetOptions::add_to(CLI::App& app, const std::string& arch_help) {
   CLI::Option* arch_option =
       app.add_option("--arch", arch, arch_help)
-          ->check(CLI::Validator(
-              [](std::string& name) -> std::string {
-                if (is_supported_arch(name)) return {};
-                const std::string shown = name.size() > 24 ? name.substr(0, 24) + "..." : name;
-                return "'" + shown + "': must be one of " + supported_archs_text();
-              },
-              "sm_" + std::to_string(kMinArchCc) + "..sm_" + std::to_string(kMaxArchCc)));
+          ->check(CLI::Validator([](std::string& name) -> std::string { return arch_problem(name); },
+                                 "sm_" + std::to_string(kMinArchCc) + "..sm_" + std::to_string(kMaxArchCc)));
   app.add_option(
          "--gpu-name", gpu_name,
          "resolve for this GPU (as `flashrtc info` names it, with --arch) instead of the one in hand: its "
@@ -61,6 +73,7 @@ void TargetOptions::add_to(CLI::App& app, const std::string& arch_help) {
 }
 
 DeviceTarget TargetOptions::target(std::string* described) const {
+  check_arch_override();
   const auto say = [&](const std::string& text) {
     if (described) *described = text;
   };
@@ -99,6 +112,7 @@ void TargetOptions::require_device(const std::string& device_name, const std::st
 
 std::string compile_arch(const std::string& requested) {
   if (!requested.empty()) return requested;
+  check_arch_override();
   if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
   if (!device_available())
     throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +

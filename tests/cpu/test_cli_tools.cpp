@@ -464,6 +464,9 @@ TEST_CASE("bad arch and length forms are usage errors naming what is accepted, i
       CHECK(r.err.size() < 1000);
     }
     CHECK(box.run(with(command, {"--arch", ""})).exit_code == 2);
+    const Result from_env = box.run(command, {{"FLASHRTC_ARCH", "sm_999"}});
+    CHECK(from_env.exit_code == 2);
+    CHECK(from_env.err.find("FLASHRTC_ARCH='sm_999': must be one of sm_80") != std::string::npos);
     CHECK(box.run(with(command, {"--gpu-name", "Test GPU"})).exit_code == 2);  // --gpu-name needs --arch
   }
   // A length that would overflow the tuning key's length buckets (and hung `config`) is refused at once.
