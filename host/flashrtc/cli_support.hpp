@@ -27,7 +27,6 @@ inline constexpr const char* kExitCodesHelp =
 /// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing: exits kExitDevice.
 using tools::format_bytes;
 using tools::format_time;
-using tools::kernel_family_name;
 using tools::MissingTool;
 using tools::UsageError;
 

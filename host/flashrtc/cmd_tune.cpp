@@ -84,9 +84,11 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
   }
   s.gpu_name = target.gpu_name;
   s.arch = target.arch;
+  s.family =
+      select_kernel_family(Operation::kForward, shape.dtype, static_cast<int>(shape.head_dim), s.arch).family;
   if (!s.gpu_name.empty())
     s.key = make_tuning_key(s.gpu_name, s.arch, shape.dtype, static_cast<int>(shape.head_dim), shape.mask,
-                            shape.seqlen_q, shape.seqlen_kv);
+                            shape.seqlen_q, shape.seqlen_kv, s.family->name);
   return s;
 }
 
@@ -121,21 +123,20 @@ int execute_tune(const TuneOptions& o) {
   // The tile calls use now (with --block-m etc. applied) is always swept: the winner is compared with it.
   const ConfigResolution baseline = o.tile.resolve(config_query(shape), target);
   const int head_dim = static_cast<int>(shape.head_dim);
-  auto candidates =
-      tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, setup.space, setup.limits);
+  auto candidates = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
+                                      setup.space, setup.limits);
   if (std::find(candidates.begin(), candidates.end(), baseline.config) == candidates.end())
     candidates.push_back(baseline.config);
   TuneSetup described = setup;
-  described.family_configs = tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
-                                               TuneSpace::kFull, setup.limits)
+  described.family_configs = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q,
+                                               shape.seqlen_kv, TuneSpace::kFull, setup.limits)
                                  .size();
   print_setup(described, candidates.size());
   std::printf("base:      %s (%s: %s)\n", to_string(baseline.config).c_str(), to_string(baseline.source),
               baseline.why.c_str());
   if (candidates.empty())
-    throw Error(ErrorCode::kUnsupported, "no configuration of the " + kernel_family_name(shape.dtype) +
-                                             " kernels fits " + setup.arch +
-                                             " at d=" + std::to_string(head_dim));
+    throw Error(ErrorCode::kUnsupported, "no configuration of the " + setup.family->name + " kernels fits " +
+                                             setup.arch + " at d=" + std::to_string(head_dim));
   std::vector<TuneRow> rows;
   for (const TileConfig& tile : candidates) {
     TuneRow row;

@@ -18,7 +18,9 @@ namespace flashrtc::detail {
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuLaunchKernel)  \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamCreate)            \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)         \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async)                 \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy)   \
+  X(cuGraphExecDestroy)
 
 struct DriverApi {
 #define FLASHRTC_DECLARE_DRIVER_FN(name) decltype(&::name) name = nullptr;

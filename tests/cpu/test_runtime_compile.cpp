@@ -58,7 +58,7 @@ struct RegisterTile {
   int accumulators, o_part, limit;
 };
 RegisterTile register_tile(DType dtype, int head_dim, const TileConfig& c) {
-  if (forward_kernel_family(dtype) == KernelFamily::kMma) {
+  if (portable_family(Operation::kForward, dtype).name == "mma") {
     const MmaForwardShape shape{head_dim, c.block_m, c.block_n, c.warps, c.stages};
     return {shape.o_floats() + shape.s_floats(), shape.o_floats(), 192};
   }

@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <ctime>
 
-#include "flashrtc/tile_config.hpp"
-
 namespace flashrtc::tools {
 
 std::string format_bytes(double bytes) {
@@ -19,10 +17,6 @@ std::string format_bytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
   return text;
-}
-
-std::string kernel_family_name(DType dtype) {
-  return to_string(forward_kernel_family(dtype));
 }
 
 std::string format_time(std::int64_t unix_seconds) {

@@ -3,16 +3,10 @@
 #include <cstdint>
 #include <string>
 
-#include "flashrtc/types.hpp"
-
 namespace flashrtc::tools {
 
 /// "1.5 GiB", "48.0 KiB", "512 B".
 std::string format_bytes(double bytes);
-
-/// The name of the kernel family that runs dtype ("simt", "mma"): the one place the tools and the command
-/// ask for it.
-std::string kernel_family_name(DType dtype);
 
 /// "2025-06-01 14:03" in local time; "-" for 0 or less.
 std::string format_time(std::int64_t unix_seconds);
