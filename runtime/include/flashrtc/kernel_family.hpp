@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "flashrtc/export.hpp"
+#include "flashrtc/launch_shape.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/types.hpp"
 
@@ -44,14 +45,6 @@ struct KernelSpec {
   TileConfig tile;
   /// The family whose kernel this is; null means the portable family for dtype (portable_family()).
   const KernelFamily* family = nullptr;
-};
-
-/// Grid, block and cluster dimensions and dynamic shared memory of one launch.
-struct LaunchShape {
-  unsigned grid[3] = {1, 1, 1};
-  unsigned block[3] = {1, 1, 1};
-  unsigned cluster[3] = {1, 1, 1};
-  unsigned dynamic_smem_bytes = 0;
 };
 
 /// Kernel parameters by value (the driver copies them at launch), in a fixed buffer so a launch allocates

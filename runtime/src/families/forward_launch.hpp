@@ -7,10 +7,12 @@
 
 namespace flashrtc::detail {
 
-// The template parameters of those kernels: <T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask>.
-inline const std::vector<TemplateArg> kForwardBlockTemplateArgs = {
-    TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kBlockN,
-    TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
+// The template parameters of those kernels: <T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask>. A function,
+// not a global: families are described on first use, which may come during another file's static initialization.
+inline std::vector<TemplateArg> forward_block_template_args() {
+  return {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kBlockN,
+          TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
+}
 
 // KernelFamily::build_launch for those families. Throws Error(kInvalidArgument) when the grid would exceed
 // 2^31 - 1 blocks.

@@ -9,7 +9,7 @@ namespace flashrtc::detail {
 namespace {
 
 SimtForwardShape shape(const KernelSpec& s) {
-  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, static_cast<int>(dtype_size(s.dtype))};
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
 }
 
 KernelFamily describe() {
@@ -21,13 +21,13 @@ KernelFamily describe() {
   f.priority = 0;
   f.header = "flashrtc/attention_forward_simt.cuh";
   f.kernel_template = "flashrtc::attention_forward_simt";
-  f.template_args = kForwardBlockTemplateArgs;
+  f.template_args = forward_block_template_args();
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {2, 4, 8}, {1, 2}};
   // fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md). Every default compiles without spills for sm_80
   // and sm_90a (tests/cpu checks it).
   f.defaults = {
       {32, {{{128, 64, 4, 1}}}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
-      {64, {{{64, 64, 4, 1}}}, "d=64: 35 TFLOP/s; 128x64 ran 36 but spills 16-bit tiles (128 accumulators)"},
+      {64, {{{64, 64, 4, 1}}}, "d=64: 35 TFLOP/s; 128x64 ran 36, passed over while this family also built 16-bit tiles (they spilled it)"},
       {128,
        {{{128, 64, 8, 1}}, {{64, 32, 4, 1}}},
        "d=128: 128x64 ran 39 but needs 170 KB in fp32, over sm_80's 163 KB; 64x32 ran 34"},
