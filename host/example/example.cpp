@@ -5,6 +5,9 @@
 #include <flashrtc/device_memory.hpp>
 #include <flashrtc/flashrtc.hpp>
 #include <vector>
+#ifdef FLASHRTC_EXAMPLE_WITH_TOOLS
+#include <flashrtc_tools/tools.hpp>
+#endif
 
 int main() {
   try {
@@ -20,6 +23,12 @@ int main() {
       std::printf("%s: %d registers, %d bytes spilled (%s)\n", info.name_expression.c_str(),
                   info.resources.registers, info.resources.spill_store_bytes,
                   flashrtc::to_string(info.source));
+#ifdef FLASHRTC_EXAMPLE_WITH_TOOLS
+      // What the disk cache holds now, through the tools library (`flashrtc cache ls` is built on it).
+      for (const flashrtc::CacheEntry& e : flashrtc::tools::sorted_cache_entries(false))
+        std::printf("cached: %s %s d=%d (%s)\n", flashrtc::tools::short_kernel_name(e.kernel).c_str(),
+                    e.arch.c_str(), e.head_dim, flashrtc::tools::format_bytes(double(e.size_bytes)).c_str());
+#endif
       return 0;
     }
 

@@ -31,9 +31,10 @@ BenchShape parse_bench_shape(const std::string& text) {
     const char* first = text.data() + begin;
     const char* last = text.data() + end;
     const auto [stop, status] = std::from_chars(first, last, value);
-    if (first == last || status != std::errc() || stop != last || value < 1)
+    if (first == last || status != std::errc() || stop != last || value < 1 || value > kMaxCount)
       throw UsageError("--shape '" + text + "': '" + std::string(first, last) +
-                       "' is not a positive integer (B,H,N,d[,Nk[,Hkv]])");
+                       "' is not an integer from 1 to " + std::to_string(kMaxCount) +
+                       " (B,H,N,d[,Nk[,Hkv]])");
     fields.push_back(value);
     if (end == text.size()) break;
     begin = end + 1;

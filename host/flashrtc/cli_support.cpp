@@ -1,9 +1,8 @@
 #include "cli_support.hpp"
 
-#include <time.h>
-
 #include <charconv>
-#include <cstdio>
+
+#include "flashrtc_tools/host_tensors.hpp"
 
 namespace flashrtc::cli {
 
@@ -38,7 +37,7 @@ CLI::Validator head_dim_validator() {
 CLI::Validator layout_validator() {
   return CLI::Validator(
       [](std::string& name) -> std::string {
-        return name == "bnhd" || name == "bhnd" ? std::string() : "unknown layout '" + name + "' (bnhd, bhnd)";
+        return tools::parse_layout(name) ? std::string() : "unknown layout '" + name + "' (bnhd, bhnd)";
       },
       "bnhd|bhnd");
 }
@@ -53,21 +52,6 @@ MaskKind mask_from(const std::string& name) {
   throw UsageError("unknown mask '" + name + "' (none, causal, causal-br)");
 }
 
-void TileOptions::add_to(CLI::App& app) {
-  app.add_option("--block-m", block_m, "query rows per thread block (default: the built-in table)");
-  app.add_option("--block-n", block_n, "key rows per pipeline stage");
-  app.add_option("--warps", warps, "warps per thread block");
-  app.add_option("--stages", stages, "K/V tiles resident in shared memory (1 or 2)");
-}
-
-TileConfig TileOptions::apply(TileConfig base) const {
-  if (block_m) base.block_m = *block_m;
-  if (block_n) base.block_n = *block_n;
-  if (warps) base.warps = *warps;
-  if (stages) base.stages = *stages;
-  return base;
-}
-
 int exit_code_for(const Error& error) {
   switch (error.code()) {
     case ErrorCode::kInvalidArgument:
@@ -76,37 +60,6 @@ int exit_code_for(const Error& error) {
     default:
       return kExitDevice;
   }
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
-
-std::string format_time(std::int64_t unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  const time_t t = static_cast<time_t>(unix_seconds);
-  tm parts{};
-  localtime_r(&t, &parts);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", &parts);
-  return text;
-}
-
-std::string compile_arch(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
-  if (!device_available())
-    throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +
-                                          "); pass --arch, e.g. --arch sm_90a, to compile without one");
-  return current_device().arch;
 }
 
 }  // namespace flashrtc::cli

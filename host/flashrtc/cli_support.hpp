@@ -8,18 +8,27 @@
 #include <string>
 
 #include "flashrtc/flashrtc.hpp"
+#include "flashrtc_tools/format.hpp"
+#include "flashrtc_tools/tool_errors.hpp"
+#include "shared_options.hpp"
 
 namespace flashrtc::cli {
 
 /// The command's contract with scripts (README): distinct codes so `make run` can tell a failed check
 /// from a missing GPU.
 enum ExitCode : int { kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2, kExitDevice = 3 };
+/// The codes above as `flashrtc --help` lists them.
+inline constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 ok; 1 a check failed (run --check, tune: no candidate passed, cache verify: bad entries "
+    "removed); 2 bad usage or argument; 3 no GPU, a CUDA, NVRTC or cache I/O failure, or a missing external "
+    "tool (gnuplot, cuobjdump).";
 
-/// A value the command itself rejects (CLI11 and the runtime reject the rest); exits kExitUsage.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+/// A value the command or a tool rejects (CLI11 and the runtime reject the rest): exits kExitUsage.
+/// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing: exits kExitDevice.
+using tools::format_bytes;
+using tools::format_time;
+using tools::MissingTool;
+using tools::UsageError;
 
 /// A subcommand as main() sees it: its parser and what to do once it parsed.
 struct Command {
@@ -44,32 +53,13 @@ CLI::Validator layout_validator();  // bnhd | bhnd
 DType dtype_from(const std::string& name);
 MaskKind mask_from(const std::string& name);
 
-/// --block-m/--block-n/--warps/--stages: any subset overrides the default tile field by field.
-struct TileOptions {
-  std::optional<int> block_m, block_n, warps, stages;
-  void add_to(CLI::App& app);
-  bool any() const { return block_m || block_n || warps || stages; }
-  TileConfig apply(TileConfig base) const;
-};
+/// What run, bench and tune put in a call's tensor pointers to validate its shape before any device exists
+/// (non-null, 16-byte aligned, as device pointers are), so that a bad shape is a usage error (exit 2) on a
+/// machine without a GPU too. Never dereferenced.
+alignas(16) inline const unsigned char kValidationPlaceholder[16] = {};
 
 /// kExitUsage for a caller's mistake (bad value, unsupported tile), kExitDevice for everything the machine
 /// caused (no GPU, driver, NVRTC, cache I/O).
 int exit_code_for(const Error& error);
-
-/// "1.5 GiB", "48.0 KiB".
-std::string format_bytes(double bytes);
-
-/// "2025-06-01 14:03" in local time; "-" for 0.
-std::string format_time(std::int64_t unix_seconds);
-
-/// The arch to compile for: requested, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
-/// Throws Error(kNoDevice) when none of them is there.
-std::string compile_arch(const std::string& requested);
-
-/// A program flashrtc runs but does not ship (cuobjdump, gnuplot) is missing; exits kExitDevice.
-class MissingTool : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 }  // namespace flashrtc::cli

@@ -13,9 +13,11 @@
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 namespace flashrtc::cli {
+
+using namespace flashrtc::tools;
 
 namespace {
 
@@ -28,11 +30,12 @@ struct BenchOptions {
   std::vector<std::int64_t> head_dims = kGridHeadDims;
   std::vector<std::int64_t> seqlens = kGridSeqlens;
   std::vector<std::string> shapes;
-  std::string layout = "bhnd";
+  std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
   std::uint64_t seed = 1;
   TileOptions tile;
+  TargetOptions target;
 };
 
 struct Measurement {
@@ -41,16 +44,16 @@ struct Measurement {
   std::string error;  // a point that failed on the device; the others still run
 };
 
-// Validation needs pointers that look like device pointers before any device exists, so that a bad shape
-// is a usage error (exit 2) even without a GPU. Never dereferenced.
-alignas(16) const unsigned char kPlaceholder[16] = {};
-
 struct Buffers {
-  const void *q = kPlaceholder, *k = kPlaceholder, *v = kPlaceholder, *o = kPlaceholder;
+  const void *q = kValidationPlaceholder, *k = kValidationPlaceholder, *v = kValidationPlaceholder,
+             *o = kValidationPlaceholder;
   float* lse = nullptr;
 };
 
-ForwardParams params_for(const BenchPoint& point, Layout layout, const TileOptions& tile, const Buffers& b) {
+// tile: the resolved tile with --block-m etc. applied, passed as the call's explicit config when any was
+// given.
+ForwardParams params_for(const BenchPoint& point, Layout layout, const std::optional<TileConfig>& tile,
+                         const Buffers& b) {
   const BenchShape& s = point.shape;
   ForwardParams p;
   p.dtype = point.dtype;
@@ -66,7 +69,7 @@ ForwardParams params_for(const BenchPoint& point, Layout layout, const TileOptio
   p.v = make_tensor_ref(layout, b.v, s.seqlen_kv, s.heads_kv, s.head_dim);
   p.o = make_tensor_ref(layout, b.o, s.seqlen_q, s.heads_q, s.head_dim);
   p.lse = b.lse;
-  if (tile.any()) p.config = tile.apply(default_forward_config(p.dtype, static_cast<int>(p.head_dim)));
+  p.config = tile;
   return p;
 }
 
@@ -173,14 +176,17 @@ class Report {
   std::string layout_, gpu_;
 };
 
-// Every point checked, and its specialization chosen, before any device work: a bad --shape fails with
-// exit 2 on any machine, naming the point.
+// Every point checked, and its specialization chosen for target, before any device work: a bad --shape
+// fails with exit 2 on any machine, naming the point.
 std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
-                                    const TileOptions& tile) {
+                                    const TileOptions& tile, const DeviceTarget& target) {
   std::vector<ForwardSpec> specs;
   for (const BenchPoint& point : points) {
     try {
-      specs.push_back(select_forward_spec(params_for(point, layout, tile, Buffers{})));
+      const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
+      ForwardSpec spec = select_forward_spec(p);
+      spec.tile = tile.resolve(config_query(p), target).config;
+      specs.push_back(spec);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
       throw UsageError(std::string(to_string(point.dtype)) + " " + std::string(to_string(point.mask)) + " " +
@@ -244,18 +250,21 @@ int execute_bench(const BenchOptions& o) {
   for (const std::string& name : o.dtypes) dtypes.push_back(dtype_from(name));
   std::vector<MaskKind> masks;
   for (const std::string& name : o.masks) masks.push_back(mask_from(name));
-  const Layout layout = o.layout == "bnhd" ? Layout::kBnhd : Layout::kBhnd;
+  const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
-  const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile);
+  std::string target_text;
+  const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile, o.target.target(&target_text));
+  const auto explicit_tile = [&](std::size_t i) {
+    return o.tile.any() ? std::optional<TileConfig>(specs[i].tile) : std::nullopt;
+  };
 
   if (o.dry_run) {
     const Report report(o.json, o.layout, "");
-    if (!o.json)
-      std::printf("%zu points; tiles as chosen for %s\n", points.size(),
-                  device_available() ? current_device().name.c_str() : "sm_80's shared memory (no GPU here)");
+    if (!o.json) std::printf("%zu points; tiles as chosen for %s\n", points.size(), target_text.c_str());
     report.header();
     for (std::size_t i = 0; i < points.size(); ++i)
-      report.row(points[i], params_for(points[i], layout, o.tile, Buffers{}), specs[i], std::nullopt);
+      report.row(points[i], params_for(points[i], layout, explicit_tile(i), Buffers{}), specs[i],
+                 std::nullopt);
     return kExitOk;
   }
 
@@ -265,6 +274,7 @@ int execute_bench(const BenchOptions& o) {
   const DeviceInfo device = current_device();
   const std::string arch =
       runtime_config().arch_override.empty() ? device.arch : runtime_config().arch_override;
+  o.target.require_device(device.name, arch);
   if (!o.json)
     std::printf("gpu: %s (%s, %d SMs); layout %s; %d warm-up and %d timed launches per point, L2 %s\n",
                 device.name.c_str(), arch.c_str(), device.multiprocessors, o.layout.c_str(), o.warmup,
@@ -291,7 +301,7 @@ int execute_bench(const BenchOptions& o) {
   std::vector<unsigned char> staging;
   int failed = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const ForwardParams p = params_for(points[i], layout, o.tile, buffers);
+    const ForwardParams p = params_for(points[i], layout, explicit_tile(i), buffers);
     Measurement m;
     try {
       m = measure(p, specs[i], arch, o, o.seed + i, q, k, v, l2_flush ? &*l2_flush : nullptr, staging);
@@ -328,7 +338,7 @@ Command add_bench_command(CLI::App& parent) {
   CLI::Option* seqlen = app->add_option("--seqlen", o->seqlens, "grid sequence lengths (B = 16384 / N)")
                             ->delimiter(',')
                             ->capture_default_str()
-                            ->check(CLI::PositiveNumber);
+                            ->check(count_validator());
   app->add_option("--shape", o->shapes,
                   "B,H,N,d[,Nk[,Hkv]] instead of the grid (repeatable): key length Nk and kv heads Hkv "
                   "default to N and H")
@@ -352,6 +362,8 @@ Command add_bench_command(CLI::App& parent) {
                 "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
   app->add_flag("--dry-run", o->dry_run, "list the points, tiles and FLOPs without running (no GPU needed)");
   o->tile.add_to(*app);
+  o->target.add_to(
+      *app, "with --dry-run: choose the tiles for this arch's limits, e.g. sm_90a (default: the GPU's)");
   return {app, [o] { return execute_bench(*o); }};
 }
 

@@ -1,19 +1,15 @@
 // `flashrtc cache`: what the disk cache holds (ls, show, ptx, sass) and keeping it sound (verify, prune,
 // clear). Needs no GPU; KEY is a key or a unique prefix of one.
-#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "cache_size_units.hpp"
 #include "cli_support.hpp"
-#include "external_tool.hpp"
+#include "flashrtc_tools/cache_inspect.hpp"
+#include "flashrtc_tools/cache_size_units.hpp"
 
 namespace flashrtc::cli {
 
@@ -26,78 +22,33 @@ struct CacheOptions {
   std::string key, older_than, max_size;
 };
 
-// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
-std::string short_kernel(const std::string& kernel) {
-  const std::string prefix = "attention_forward_";
-  return kernel.rfind(prefix, 0) == 0 ? kernel.substr(prefix.size()) : kernel;
-}
-
-json entry_json(const CacheEntry& e) {
-  json j = {{"key", e.key},
-            {"arch", e.arch},
-            {"kernel", e.kernel},
-            {"specialization",
-             {{"dtype", e.dtype},
-              {"head_dim", e.head_dim},
-              {"block_m", e.tile.block_m},
-              {"block_n", e.tile.block_n},
-              {"warps", e.tile.warps},
-              {"stages", e.tile.stages},
-              {"mask", e.mask}}},
-            {"name_expression", e.name_expression},
-            {"registers", e.resources.registers},
-            {"spill_store_bytes", e.resources.spill_store_bytes},
-            {"spill_load_bytes", e.resources.spill_load_bytes},
-            {"spills", e.resources.spills()},
-            {"stack_frame_bytes", e.resources.stack_frame_bytes},
-            {"smem_bytes", e.smem_bytes},
-            {"static_smem_bytes", e.resources.static_smem_bytes},
-            {"compile_ms", e.compile_ms},
-            {"size_bytes", e.size_bytes},
-            {"created_unix", e.created_unix},
-            {"last_used_unix", e.last_used_unix},
-            {"last_used", format_time(e.last_used_unix)},
-            {"dir", e.dir.string()}};
-  if (!e.problem.empty()) j["problem"] = e.problem;
-  return j;
-}
-
 constexpr const char* kLsFormat = "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s\n";
 
 int execute_ls(const CacheOptions& o) {
-  std::vector<CacheEntry> entries = list_cache_entries();
-  if (o.spills)
-    entries.erase(std::remove_if(entries.begin(), entries.end(),
-                                 [](const CacheEntry& e) { return !e.resources.spills(); }),
-                  entries.end());
-  std::sort(entries.begin(), entries.end(), [](const CacheEntry& a, const CacheEntry& b) {
-    return std::tie(a.arch, a.kernel, a.dtype, a.head_dim, a.mask, a.tile.block_m, a.tile.block_n, a.tile.warps,
-                    a.tile.stages, a.key) < std::tie(b.arch, b.kernel, b.dtype, b.head_dim, b.mask, b.tile.block_m,
-                                                     b.tile.block_n, b.tile.warps, b.tile.stages, b.key);
-  });
+  const std::vector<CacheEntry> entries = tools::sorted_cache_entries(o.spills);
   if (o.json_output) {
-    json rows = json::array();
-    for (const CacheEntry& e : entries) rows.push_back(entry_json(e));
-    std::printf("%s\n", rows.dump(2).c_str());
+    std::printf("%s\n", tools::cache_entries_json(entries).c_str());
     return kExitOk;
   }
-  std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs", "spill st/ld",
-              "stack", "smem", "compile", "size", "last used");
+  std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs",
+              "spill st/ld", "stack", "smem", "compile", "size", "last used");
   std::uint64_t total = 0;
   int spilling = 0;
   for (const CacheEntry& e : entries) {
     total += e.size_bytes;
     if (!e.problem.empty()) {
-      std::printf("%-16.16s unreadable: %s (`flashrtc cache verify` removes it)\n", e.key.c_str(), e.problem.c_str());
+      std::printf("%-16.16s unreadable: %s (`flashrtc cache verify` removes it)\n", e.key.c_str(),
+                  e.problem.c_str());
       continue;
     }
     spilling += e.resources.spills() ? 1 : 0;
     const auto n = [](auto value) { return std::to_string(value); };
     char compile[32];
     std::snprintf(compile, sizeof(compile), "%.0f ms", e.compile_ms);
-    std::printf(kLsFormat, e.key.substr(0, 16).c_str(), short_kernel(e.kernel).c_str(), e.dtype.c_str(),
-                n(e.head_dim).c_str(), e.mask.c_str(), (n(e.tile.block_m) + "x" + n(e.tile.block_n)).c_str(),
-                n(e.tile.warps).c_str(), n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
+    std::printf(kLsFormat, e.key.substr(0, 16).c_str(), tools::short_kernel_name(e.kernel).c_str(),
+                e.dtype.c_str(), n(e.head_dim).c_str(), e.mask.c_str(),
+                (n(e.tile.block_m) + "x" + n(e.tile.block_n)).c_str(), n(e.tile.warps).c_str(),
+                n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
                 (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
                 n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
                 format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str());
@@ -106,24 +57,20 @@ int execute_ls(const CacheOptions& o) {
     std::printf("%zu spilling entries, %s, in %s\n", entries.size(), format_bytes(double(total)).c_str(),
                 cache_root().string().c_str());
   else
-    std::printf("%zu entries (%d spilling), %s, in %s\n", entries.size(), spilling, format_bytes(double(total)).c_str(),
-                cache_root().string().c_str());
+    std::printf("%zu entries (%d spilling), %s, in %s\n", entries.size(), spilling,
+                format_bytes(double(total)).c_str(), cache_root().string().c_str());
   return kExitOk;
 }
 
 // "resources.registers: 168": every leaf of meta.json, named by its path.
 void print_flat(const json& j, const std::string& prefix) {
   if (j.is_object()) {
-    for (const auto& [name, value] : j.items()) print_flat(value, prefix.empty() ? name : prefix + "." + name);
+    for (const auto& [name, value] : j.items())
+      print_flat(value, prefix.empty() ? name : prefix + "." + name);
     return;
   }
-  std::printf("%-28s %s\n", (prefix + ":").c_str(), j.is_string() ? j.get<std::string>().c_str() : j.dump().c_str());
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kCacheIo, "cannot read " + path.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  std::printf("%-28s %s\n", (prefix + ":").c_str(),
+              j.is_string() ? j.get<std::string>().c_str() : j.dump().c_str());
 }
 
 int execute_show(const CacheOptions& o) {
@@ -137,36 +84,26 @@ int execute_show(const CacheOptions& o) {
   }
   std::printf("%-28s %s\n", "size:", format_bytes(double(e.size_bytes)).c_str());
   std::printf("%-28s %s\n", "last used:", format_time(e.last_used_unix).c_str());
-  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), read_file(e.log_path).c_str());
+  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(),
+              tools::read_entry_file(e.log_path).c_str());
   return kExitOk;
 }
 
 int execute_ptx(const CacheOptions& o) {
   const CacheEntry e = find_cache_entry(o.key);
-  std::fputs(read_file(e.ptx_path).c_str(), stdout);
+  std::fputs(tools::read_entry_file(e.ptx_path).c_str(), stdout);
   return kExitOk;
 }
 
 int execute_sass(const CacheOptions& o) {
   const CacheEntry e = find_cache_entry(o.key);
-  std::fflush(stdout);
-  if (const auto cuobjdump = find_tool("cuobjdump")) {
-    return run_tool(*cuobjdump, {"-sass", e.cubin_path.string()}) == 0 ? kExitOk : kExitDevice;
-  }
-  if (const auto nvdisasm = find_tool("nvdisasm")) {
-    return run_tool(*nvdisasm, {"-c", e.cubin_path.string()}) == 0 ? kExitOk : kExitDevice;
-  }
-  throw MissingTool(
-      "SASS needs cuobjdump or nvdisasm, the CUDA toolkit's binary utilities; neither is on PATH or in "
-      "/usr/local/cuda/bin. Install them, e.g. `apt-get install cuda-cuobjdump-13-0 cuda-nvdisasm-13-0` from "
-      "NVIDIA's CUDA repository (match your toolkit's version) or `apt-get install nvidia-cuda-toolkit` on "
-      "Debian. The cubin is " + e.cubin_path.string());
+  return tools::print_entry_sass(e) == 0 ? kExitOk : kExitDevice;
 }
 
 void print_removed(const CacheCleanup& result) {
   for (const RemovedEntry& r : result.removed)
-    std::printf("removed %s/%s (%s): %s\n", r.arch.c_str(), r.key.c_str(), format_bytes(double(r.bytes)).c_str(),
-                r.reason.c_str());
+    std::printf("removed %s/%s (%s): %s\n", r.arch.c_str(), r.key.c_str(),
+                format_bytes(double(r.bytes)).c_str(), r.reason.c_str());
 }
 
 int execute_verify() {
@@ -180,11 +117,12 @@ int execute_verify() {
 }
 
 int execute_prune(const CacheOptions& o) {
-  if (o.older_than.empty() && o.max_size.empty()) throw UsageError("prune needs --older-than, --max-size or both");
+  if (o.older_than.empty() && o.max_size.empty())
+    throw UsageError("prune needs --older-than, --max-size or both");
   std::optional<std::int64_t> older_than;
   std::optional<std::uint64_t> max_size;
-  if (!o.older_than.empty()) older_than = parse_duration_seconds(o.older_than, "--older-than");
-  if (!o.max_size.empty()) max_size = parse_size_bytes(o.max_size, "--max-size");
+  if (!o.older_than.empty()) older_than = tools::parse_duration_seconds(o.older_than, "--older-than");
+  if (!o.max_size.empty()) max_size = tools::parse_size_bytes(o.max_size, "--max-size");
   const CacheCleanup result = prune_cache(older_than, max_size);
   print_removed(result);
   std::printf("pruned %zu of %zu entries in %s; %s kept\n", result.removed.size(), result.entries_checked,
@@ -197,7 +135,8 @@ int execute_clear() {
   std::uint64_t bytes = 0;
   for (const RemovedEntry& r : result.removed) bytes += r.bytes;
   std::printf("removed %zu entries (%s) from %s; the tuning database %s is kept\n", result.removed.size(),
-              format_bytes(double(bytes)).c_str(), cache_root().string().c_str(), tuning_db_path().string().c_str());
+              format_bytes(double(bytes)).c_str(), cache_root().string().c_str(),
+              tuning_db_path().string().c_str());
   return kExitOk;
 }
 
@@ -207,8 +146,9 @@ Command add_cache_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("cache", "inspect and maintain the disk cache of compiled kernels");
   app->require_subcommand(1);
   auto o = std::make_shared<CacheOptions>();
-  CLI::App* ls = app->add_subcommand("ls", "one row per entry: specialization, registers, spills, shared memory, "
-                                           "compile time, size, last use");
+  CLI::App* ls = app->add_subcommand("ls",
+                                     "one row per entry: specialization, registers, spills, shared memory, "
+                                     "compile time, size, last use");
   ls->add_flag("--spills", o->spills, "only entries whose kernel spills registers");
   ls->add_flag("--json", o->json_output, "a JSON array of every field instead of the table");
   CLI::App* show = app->add_subcommand("show", "every meta.json field of an entry, and its compile log");
@@ -216,11 +156,13 @@ Command add_cache_command(CLI::App& parent) {
   CLI::App* sass = app->add_subcommand("sass", "the SASS of an entry (through cuobjdump or nvdisasm)");
   for (CLI::App* keyed : {show, ptx, sass})
     keyed->add_option("KEY", o->key, "a key or a unique prefix of one (`flashrtc cache ls`)")->required();
-  CLI::App* verify = app->add_subcommand(
-      "verify", "re-hash every entry; remove bad ones (exit 1 when there were any)");
-  CLI::App* prune = app->add_subcommand("prune", "remove entries unused for a while, or the least recently used");
+  CLI::App* verify =
+      app->add_subcommand("verify", "re-hash every entry; remove bad ones (exit 1 when there were any)");
+  CLI::App* prune =
+      app->add_subcommand("prune", "remove entries unused for a while, or the least recently used");
   prune->add_option("--older-than", o->older_than, "unused for longer than this, e.g. 30d, 12h");
-  prune->add_option("--max-size", o->max_size, "remove least recently used entries until the cache is this small, e.g. 2G");
+  prune->add_option("--max-size", o->max_size,
+                    "remove least recently used entries until the cache is this small, e.g. 2G");
   CLI::App* clear = app->add_subcommand("clear", "remove every entry (the tuning database stays)");
   return {app, [=] {
             if (ls->parsed()) return execute_ls(*o);

@@ -10,26 +10,24 @@
 
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
-#include "forward_check.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/forward_check.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 namespace flashrtc::cli {
+
+using namespace flashrtc::tools;
 
 namespace {
 
 struct RunOptions {
   std::int64_t batch = 0, heads = 0, seqlen = 0, head_dim = 0;
   std::optional<std::int64_t> kv_heads, kv_seqlen;
-  std::string dtype, mask = "none", layout = "bnhd";
+  std::string dtype, mask = "none", layout = tools::to_string(kDefaultLayout);
   int iters = 20, warmup = 3;
   bool check = false;
   std::uint64_t seed = 1;
   TileOptions tile;
 };
-
-// Validation needs pointers that look like device pointers (non-null, 16-byte aligned) before any device
-// exists, so that a bad shape is a usage error (exit 2) even on a machine without a GPU. Never dereferenced.
-alignas(16) const unsigned char kPlaceholder[16] = {};
 
 ForwardParams params_from(const RunOptions& o, Layout layout) {
   ForwardParams p;
@@ -41,10 +39,8 @@ ForwardParams params_from(const RunOptions& o, Layout layout) {
   p.seqlen_q = o.seqlen;
   p.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   p.head_dim = o.head_dim;
-  p.q = p.o = make_tensor_ref(layout, kPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = p.v = make_tensor_ref(layout, kPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
-  // --block-m etc. replace fields of the tile the call would use otherwise (tuned, FLASHRTC_CONFIG, default).
-  if (o.tile.any()) p.config = o.tile.apply(select_forward_spec(p).tile);
+  p.q = p.o = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = p.v = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
   return p;
 }
 
@@ -59,9 +55,13 @@ std::size_t tensor_bytes(const ForwardParams& p, std::int64_t seqlen, std::int64
 }
 
 int execute_run(const RunOptions& options) {
-  const Layout layout = options.layout == "bhnd" ? Layout::kBhnd : Layout::kBnhd;
+  const Layout layout = *parse_layout(options.layout);
   ForwardParams p = params_from(options, layout);
-  const ForwardSpec spec = select_forward_spec(p);  // validates: bad shapes fail here, before any device work
+  select_forward_spec(p);  // validates: bad shapes fail here, before any device work
+  const ConfigResolution resolution =
+      options.tile.resolve(config_query(p), current_device_target().value_or(no_device_target()));
+  if (options.tile.any()) p.config = resolution.config;
+  const ForwardSpec spec = select_forward_spec(p);
 
   if (!device_available())
     throw Error(ErrorCode::kNoDevice, "no GPU: " + device_unavailable_reason() +
@@ -77,7 +77,6 @@ int execute_run(const RunOptions& options) {
       static_cast<long long>(p.seqlen_q), static_cast<long long>(p.seqlen_kv),
       static_cast<long long>(p.head_dim), std::string(to_string(p.dtype)).c_str(),
       std::string(to_string(p.mask)).c_str(), options.layout.c_str());
-  const ConfigResolution resolution = resolve_forward_config(p);
   std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
               resolution.why.c_str());
   // Compiling ahead of the first launch keeps NVRTC time out of the launch and shows what was built.
@@ -160,11 +159,13 @@ Command add_run_command(CLI::App& parent) {
                                         "time one forward attention on random inputs; --check compares "
                                         "with the Eigen reference");
   auto options = std::make_shared<RunOptions>();
-  app->add_option("--batch", options->batch, "batch size")->required();
-  app->add_option("--heads", options->heads, "query heads")->required();
-  app->add_option("--kv-heads", options->kv_heads, "key/value heads, dividing --heads (default: --heads)");
-  app->add_option("--seqlen", options->seqlen, "query sequence length")->required();
-  app->add_option("--kv-seqlen", options->kv_seqlen, "key/value sequence length (default: --seqlen)");
+  app->add_option("--batch", options->batch, "batch size")->required()->check(count_validator());
+  app->add_option("--heads", options->heads, "query heads")->required()->check(count_validator());
+  app->add_option("--kv-heads", options->kv_heads, "key/value heads, dividing --heads (default: --heads)")
+      ->check(count_validator());
+  app->add_option("--seqlen", options->seqlen, "query sequence length")->required()->check(count_validator());
+  app->add_option("--kv-seqlen", options->kv_seqlen, "key/value sequence length (default: --seqlen)")
+      ->check(count_validator());
   app->add_option("--head-dim", options->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--dtype", options->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--mask", options->mask, "mask")->capture_default_str()->check(mask_validator());

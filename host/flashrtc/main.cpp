@@ -18,11 +18,12 @@ int run_main(int argc, char** argv) {
   using namespace flashrtc::cli;
   CLI::App app{"flashrtc: FlashAttention kernels compiled at run time with NVRTC", "flashrtc"};
   app.require_subcommand(1);
+  app.footer(kExitCodesHelp);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   app.set_version_flag("--version", flashrtc_version());
-  const std::vector<Command> commands = {add_info_command(app),  add_compile_command(app), add_run_command(app),
-                                         add_bench_command(app), add_config_command(app),  add_tune_command(app),
-                                         add_cache_command(app)};
+  const std::vector<Command> commands = {
+      add_info_command(app),   add_compile_command(app), add_run_command(app),  add_bench_command(app),
+      add_config_command(app), add_tune_command(app),    add_cache_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,7 +36,9 @@ int run_main(int argc, char** argv) {
     // CLI11 reports a mistyped command as a missing one; name what was typed instead.
     const bool unknown_command = app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-';
     if (unknown_command)
-      std::fprintf(stderr, "flashrtc: error: unknown command '%s' (info, compile, run, bench, config, tune, cache)\n", argv[1]);
+      std::fprintf(stderr,
+                   "flashrtc: error: unknown command '%s' (info, compile, run, bench, config, tune, cache)\n",
+                   argv[1]);
     else
       std::fprintf(stderr, "flashrtc: error: %s\n", e.what());
     std::fprintf(stderr, "Run with --help for more information.\n");

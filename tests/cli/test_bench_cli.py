@@ -82,8 +82,8 @@ class UsageErrors(unittest.TestCase):
 
     def test_bad_shapes_name_the_problem(self):
         self.check_usage(["--shape", "1,2,3"], "4 to 6 fields")
-        self.check_usage(["--shape", "2,x,3,64"], "'x' is not a positive integer")
-        self.check_usage(["--shape", "2,0,3,64"], "'0' is not a positive integer")
+        self.check_usage(["--shape", "2,x,3,64"], "'x' is not an integer from 1 to 2147483647")
+        self.check_usage(["--shape", "2,0,3,64"], "'0' is not an integer from 1 to 2147483647")
         self.check_usage(["--shape", "2,3,64,64,64,2"], "H=3 Hkv=2", "heads_q=3 is not a multiple of heads_kv=2")
         self.check_usage(["--shape", "2,16,4096,100"], "head_dim=100")
 

@@ -6,18 +6,42 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cpu/helpers/tuning_test_util.hpp"
+#include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
 
+TEST_CASE("parse_arch_cc and is_supported_arch: the one arch parser") {
+  using flashrtc::parse_arch_cc;
+  CHECK(parse_arch_cc("sm_80") == 80);
+  CHECK(parse_arch_cc("sm_90a") == 90);
+  CHECK(parse_arch_cc("sm_100f") == 100);
+  CHECK(parse_arch_cc("sm_121a") == 121);
+  for (const std::string bad : {"", "sm_", "sm_xx", "sm_1", "sm_08", "sm_80a", "sm_90f", "sm_90b", "sm_9a0",
+                                "SM_80", "compute_80", "sm_1000", " sm_80", "sm_80 "})
+    CHECK_MESSAGE(!parse_arch_cc(bad), bad);
+  CHECK(!parse_arch_cc("sm_" + std::string(5000, '9')));
+  CHECK(flashrtc::is_supported_arch("sm_80"));
+  CHECK(flashrtc::is_supported_arch("sm_90a"));
+  CHECK_FALSE(flashrtc::is_supported_arch("sm_75"));   // NVRTC targets it; the kernels need sm_80
+  CHECK_FALSE(flashrtc::is_supported_arch("sm_999"));  // parses; no NVRTC targets it
+  CHECK_FALSE(flashrtc::is_supported_arch("sm_85"));
+  const std::vector<int> ccs = flashrtc::supported_arch_ccs();
+  REQUIRE_FALSE(ccs.empty());
+  CHECK(ccs.front() == flashrtc::kMinArchCc);
+  CHECK(ccs.back() <= flashrtc::kMaxArchCc);
+  CHECK(flashrtc::supported_archs_text().rfind("sm_80, ", 0) == 0);
+}
 
 #ifndef FLASHRTC_CLI
 TEST_CASE("the flashrtc command is not built (FLASHRTC_BUILD_HOST=OFF)" * doctest::skip()) {}
@@ -49,8 +73,8 @@ Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
     for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR", "FLASHRTC_ARCH",
-                             "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
+                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
+                             "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
       ::unsetenv(name);
     for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
@@ -73,7 +97,8 @@ struct Sandbox {
   explicit Sandbox(const std::string& tag) : tuning(tag) {}
   test::TuningSandbox tuning;
   std::map<std::string, std::string> env() const {
-    return {{"FLASHRTC_CACHE_DIR", (tuning.dir() / "cache").string()}, {"FLASHRTC_TUNE_DB", tuning.db().string()}};
+    return {{"FLASHRTC_CACHE_DIR", (tuning.dir() / "cache").string()},
+            {"FLASHRTC_TUNE_DB", tuning.db().string()}};
   }
   Result run(const std::vector<std::string>& args, std::map<std::string, std::string> extra = {}) const {
     std::map<std::string, std::string> all = env();
@@ -114,7 +139,7 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   // A tune elsewhere wrote an entry for Nq, Nk <= 4096: this process sees it. The tuned tile and the one
   // FLASHRTC_CONFIG makes of it differ from the default and from each other in warps only.
   const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
-  std::optional<std::pair<TileConfig, TileConfig>> pair;
+  std::optional<std::pair<TileConfig, TileConfig> > pair;
   for (const TileConfig& a : space)
     if (!pair && !(a == fallback))
       if (const auto b = test::one_field_variant(space, a)) pair.emplace(a, *b);
@@ -126,21 +151,24 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   r = box.run(on_h200);
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config:") == "config:     " + to_string(tuned));
-  CHECK(line_of(r.out, "source:").rfind("source:     tuned (tuning database entry for Test GPU 141GB sm_90a", 0) == 0);
+  CHECK(line_of(r.out, "source:")
+            .rfind("source:     tuned (tuning database entry for Test GPU 141GB sm_90a", 0) == 0);
   CHECK(line_of(r.out, "tuning db:").find("(1 entries)") != std::string::npos);
 
   r = box.run(on_h200, {{"FLASHRTC_CONFIG", env_text}});
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config:") == "config:     " + to_string(with_env));
-  CHECK(line_of(r.out, "source:").rfind("source:     environment (FLASHRTC_CONFIG='" + env_text + "'", 0) == 0);
+  CHECK(line_of(r.out, "source:").rfind("source:     environment (FLASHRTC_CONFIG='" + env_text + "'", 0) ==
+        0);
   CHECK(line_of(r.out, "source:").find("over the tuned tile") != std::string::npos);
   CHECK(line_of(r.out, "tuned:").rfind("tuned:      " + to_string(tuned), 0) == 0);
 
   const TileConfig given = space.front();
   std::vector<std::string> explicit_call = on_h200;
-  for (const std::string& arg : {std::string("--block-m"), std::to_string(given.block_m), std::string("--block-n"),
-                                 std::to_string(given.block_n), std::string("--warps"), std::to_string(given.warps),
-                                 std::string("--stages"), std::to_string(given.stages)})
+  for (const std::string& arg :
+       {std::string("--block-m"), std::to_string(given.block_m), std::string("--block-n"),
+        std::to_string(given.block_n), std::string("--warps"), std::to_string(given.warps),
+        std::string("--stages"), std::to_string(given.stages)})
     explicit_call.push_back(arg);
   r = box.run(explicit_call, {{"FLASHRTC_CONFIG", env_text}});
   REQUIRE(r.exit_code == 0);
@@ -164,8 +192,8 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
 TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes nothing") {
   Sandbox box("flashrtc-cli-dry-run");
   const fs::path json_path = box.tuning.dir() / "rows.json";
-  const Result r = box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--dry-run", "--arch",
-                            "sm_90a", "--json", json_path.string()});
+  const Result r = box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--dry-run",
+                            "--arch", "sm_90a", "--json", json_path.string()});
   REQUIRE(r.exit_code == 0);
   const auto expected =
       tuning_candidates(DType::kBFloat16, 128, 4096, 4096, TuneSpace::kQuick, assumed_sm_limits("sm_90a"));
@@ -187,9 +215,12 @@ TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes
   CHECK(cache_entry_count() == 0);
 
   // Mistakes are usage errors; a real sweep needs a GPU.
-  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--space", "fast"}).exit_code == 2);
-  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "0", "--dry-run"}).exit_code == 2);
-  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "64", "--dry-run", "--plot", "a.png"})
+  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--space", "fast"})
+            .exit_code == 2);
+  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "0", "--dry-run"}).exit_code ==
+        2);
+  CHECK(box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "64", "--dry-run", "--plot",
+                 "a.png"})
             .exit_code == 2);
   if (!device_available()) {
     const Result no_gpu = box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096"});
@@ -201,12 +232,22 @@ TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes
 
 TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a spilling entry among them") {
   Sandbox box("flashrtc-cli-cache");
-  Result r = box.run({"compile", "--dtype", "fp16", "--head-dim", "64", "--mask", "causal", "--arch", "sm_80"});
+  Result r =
+      box.run({"compile", "--dtype", "fp16", "--head-dim", "64", "--mask", "causal", "--arch", "sm_80"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("warning: this specialization spills") == std::string::npos);
-  // 16 warps cap a thread at 128 registers: this fp32 (SIMT) register tile spills.
-  r = box.run({"compile", "--dtype", "fp32", "--head-dim", "128", "--block-m", "128", "--block-n", "64", "--warps",
-               "16", "--stages", "1", "--arch", "sm_80"});
+  // 16 warps cap a thread at 128 registers: this fp32 (SIMT) register tile spills. It needs sm_90's shared
+  // memory: for sm_80 it is refused as a call would refuse it.
+  const std::vector<std::string> spilling_tile = {
+      "compile",   "--dtype", "fp32",    "--head-dim", "128",      "--block-m", "128",
+      "--block-n", "64",      "--warps", "16",         "--stages", "1",         "--arch"};
+  std::vector<std::string> for_sm80 = spilling_tile, for_sm90 = spilling_tile;
+  for_sm80.push_back("sm_80");
+  for_sm90.push_back("sm_90a");
+  r = box.run(for_sm80);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("shared memory") != std::string::npos);
+  r = box.run(for_sm90);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("warning: this specialization spills") != std::string::npos);
   CHECK(r.err.find("spills:") != std::string::npos);  // the runtime's one warning, with key and bytes
@@ -220,7 +261,7 @@ TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a 
     INFO(row.dump(2));
     const CacheEntry e = find_cache_entry(row.at("key").get<std::string>());
     const bool spilling = row.at("specialization").at("dtype") == "fp32";
-    CHECK(row.at("arch") == "sm_80");
+    CHECK(row.at("arch") == (spilling ? "sm_90a" : "sm_80"));
     CHECK(find_kernel_family(row.at("kernel").get<std::string>()) != nullptr);
     CHECK(row.at("specialization").at("head_dim") == (spilling ? 128 : 64));
     CHECK(row.at("specialization").at("mask") == (spilling ? "none" : "causal"));
@@ -279,22 +320,41 @@ TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CA
   const auto space = forward_config_space(DType::kFloat32, 80, kSmemBytesSm90);
   REQUIRE_FALSE(space.empty());
   const TileConfig tuned = space.front();
-  record_tuning_entry(
-      test::make_entry(make_tuning_key("Test GPU", "sm_90a", DType::kFloat32, 80, MaskKind::kCausalBottomRight, 512, 512),
-                       tuned));
+  record_tuning_entry(test::make_entry(
+      make_tuning_key("Test GPU", "sm_90a", DType::kFloat32, 80, MaskKind::kCausalBottomRight, 512, 512),
+      tuned));
   // Under FLASHRTC_REQUIRE_CACHED every compile of an empty cache is refused, fast: the list shows without
   // compiling anything.
   Result r = box.run({"compile", "--all", "--arch", "sm_90a", "-j", "2"}, strict);
   CHECK(r.exit_code == 3);
-  CHECK(r.out.find(std::to_string(warm_forward_specs("sm_90a", false).size()) + " defaults, 1 tuned") != std::string::npos);
+  CHECK(r.out.find(std::to_string(warm_forward_specs("sm_90a", false).size()) + " defaults, 1 tuned") !=
+        std::string::npos);
   CHECK(r.out.find("fp32    80 causal-br  FAILED") != std::string::npos);
+  // Every row counts itself against the total, and one summary line closes the table.
+  const std::string total = std::to_string(warm_forward_specs("sm_90a").size());
+  CHECK(r.out.find("\n" + std::string(9 - 2 - total.size(), ' ') + "1/" + total + " ") != std::string::npos);
+  CHECK(r.out.find(" " + total + "/" + total + " fp32    80 causal-br  FAILED") != std::string::npos);
+  CHECK(r.out.find("done: 0 of " + total + " ready, " + total + " failed (compiled 0,") != std::string::npos);
   CHECK(r.err.find("CompileDisallowed") != std::string::npos);
   CHECK(cache_entry_count() == 0);
 
-  const std::vector<std::string> one = {"compile", "--dtype", "fp32", "--head-dim", "80", "--mask", "causal-br",
-                                        "--block-m", std::to_string(tuned.block_m), "--block-n",
-                                        std::to_string(tuned.block_n), "--warps", std::to_string(tuned.warps),
-                                        "--stages", std::to_string(tuned.stages), "--arch", "sm_90a"};
+  const std::vector<std::string> one = {"compile",
+                                        "--dtype",
+                                        "fp32",
+                                        "--head-dim",
+                                        "80",
+                                        "--mask",
+                                        "causal-br",
+                                        "--block-m",
+                                        std::to_string(tuned.block_m),
+                                        "--block-n",
+                                        std::to_string(tuned.block_n),
+                                        "--warps",
+                                        std::to_string(tuned.warps),
+                                        "--stages",
+                                        std::to_string(tuned.stages),
+                                        "--arch",
+                                        "sm_90a"};
   r = box.run(one, strict);
   CHECK(r.exit_code == 3);
   CHECK(r.err.find("FLASHRTC_REQUIRE_CACHED") != std::string::npos);
@@ -302,6 +362,158 @@ TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CA
   r = box.run(one, strict);
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("from:           disk") != std::string::npos);
+}
+
+namespace {
+
+// "--warps" for the one field in which a and b differ; empty unless exactly one does.
+std::string differing_option(const TileConfig& a, const TileConfig& b) {
+  const std::string field = test::single_field_override(a, b);
+  if (field.empty()) return {};
+  std::string name = "--" + field.substr(0, field.find('='));
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "--block-m/--block-n/--warps/--stages override the resolved tile alike in config, bench, tune, compile") {
+  Sandbox box("flashrtc-cli-tile-options");
+  // A tuned entry, FLASHRTC_CONFIG changing one of its fields, and a command-line option changing another:
+  // every command must land on the same tile (given), built on the same base (with_env).
+  const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
+  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90, 3000);
+  std::optional<std::array<TileConfig, 3> > tiles;
+  for (const TileConfig& tuned : space)
+    for (const TileConfig& with_env : space)
+      for (const TileConfig& given : space) {
+        const std::string env_field = test::single_field_override(tuned, with_env);
+        const std::string cli_option = differing_option(with_env, given);
+        if (tiles || tuned == fallback || env_field.empty() || cli_option.empty()) continue;
+        if (test::single_field_override(tuned, given).empty() && !(tuned == given))
+          tiles = std::array<TileConfig, 3>{tuned, with_env, given};
+      }
+  REQUIRE(tiles.has_value());
+  const auto [tuned, with_env, given] = *tiles;
+  record_tuning_entry(test::make_entry(
+      make_tuning_key("Test GPU 141GB", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
+  const std::map<std::string, std::string> env = {
+      {"FLASHRTC_CONFIG", test::single_field_override(tuned, with_env)}};
+  const std::string option = differing_option(with_env, given);
+  const std::string value = test::single_field_override(with_env, given).substr(option.size() - 1);
+  INFO("tuned " << to_string(tuned) << ", FLASHRTC_CONFIG " << env.at("FLASHRTC_CONFIG") << ", " << option
+                << " " << value);
+  const std::vector<std::string> gpu = {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90a"};
+  const std::vector<std::string> call = {"--dtype", "fp16", "--head-dim", "64", "--mask", "none"};
+
+  for (const bool with_option : {false, true}) {
+    const TileConfig expected = with_option ? given : with_env;
+    std::vector<std::string> tile_args = gpu;
+    if (with_option) tile_args = with(tile_args, {option, value});
+
+    Result r = box.run(with(with(with({"config"}, call), {"--seqlen", "3000"}), tile_args), env);
+    REQUIRE(r.exit_code == 0);
+    CHECK(line_of(r.out, "config:") == "config:     " + to_string(expected));
+    CHECK(line_of(r.out, "source:").find(with_option ? "over the environment tile" : "over the tuned tile") !=
+          std::string::npos);
+
+    r = box.run(with(with({"bench", "--dry-run", "--json", "--shape", "1,8,3000,64", "--dtype", "fp16",
+                           "--mask", "none"},
+                          {}),
+                     tile_args),
+                env);
+    REQUIRE(r.exit_code == 0);
+    const json row = json::parse(r.out);
+    CHECK(row.at("tile") == json({{"block_m", expected.block_m},
+                                  {"block_n", expected.block_n},
+                                  {"warps", expected.warps},
+                                  {"stages", expected.stages}}));
+
+    r = box.run(with(with(with({"tune", "--dry-run"}, call), {"--seqlen", "3000"}), tile_args), env);
+    REQUIRE(r.exit_code == 0);
+    CHECK(line_of(r.out, "base:").rfind("base:      " + to_string(expected), 0) == 0);
+
+    r = box.run(with(with(with({"compile"}, call), {"--seqlen", "3000"}), tile_args), env);
+    REQUIRE(r.exit_code == 0);
+    CHECK(line_of(r.out, "tile:") == "tile:           " + to_string(expected));
+  }
+}
+
+TEST_CASE("bad arch and length forms are usage errors naming what is accepted, in every command") {
+  Sandbox box("flashrtc-cli-bad-input");
+  const std::vector<std::vector<std::string> > with_arch = {
+      {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"bench", "--dry-run", "--shape", "1,8,64,64", "--dtype", "bf16"},
+      {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"compile", "--dtype", "bf16", "--head-dim", "64"}};
+  const std::string digits(5000, '9');
+  for (const auto& command : with_arch) {
+    for (const std::string& arch : {std::string("sm_xx"), std::string("sm_1"), std::string("sm_999"),
+                                    std::string("sm_80a"), std::string("90"), "sm_" + digits}) {
+      const Result r = box.run(with(command, {"--arch", arch}));
+      INFO(command[0] << " --arch " << arch.substr(0, 12));
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find("must be one of sm_80") != std::string::npos);
+      CHECK(r.err.find("stoi") == std::string::npos);
+      CHECK(r.err.size() < 1000);
+    }
+    CHECK(box.run(with(command, {"--arch", ""})).exit_code == 2);
+    const Result from_env = box.run(command, {{"FLASHRTC_ARCH", "sm_999"}});
+    CHECK(from_env.exit_code == 2);
+    CHECK(from_env.err.find("FLASHRTC_ARCH='sm_999': must be one of sm_80") != std::string::npos);
+    CHECK(box.run(with(command, {"--gpu-name", "Test GPU"})).exit_code == 2);  // --gpu-name needs --arch
+  }
+  // A length that would overflow the tuning key's length buckets (and hung `config`) is refused at once.
+  const std::string range = "must be an integer from 1 to 2147483647";
+  for (const std::string& length : {std::string("4611686018427387905"), std::string("0"), std::string("-3"),
+                                    std::string("2147483648"), std::string("1e3"), "9" + digits}) {
+    INFO("length " << length.substr(0, 20));
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string> >{
+             {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", length},
+             {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64", "--kv-seqlen", length},
+             {"run", "--batch", length, "--heads", "8", "--seqlen", "64", "--head-dim", "64", "--dtype",
+              "bf16"},
+             {"run", "--batch", "1", "--heads", length, "--seqlen", "64", "--head-dim", "64", "--dtype",
+              "bf16"},
+             {"run", "--batch", "1", "--heads", "8", "--kv-heads", length, "--seqlen", "64", "--head-dim",
+              "64", "--dtype", "bf16"},
+             {"run", "--batch", "1", "--heads", "8", "--seqlen", length, "--head-dim", "64", "--dtype",
+              "bf16"},
+             {"bench", "--dry-run", "--seqlen", length},
+             {"bench", "--dry-run", "--shape", "1,8," + length + ",64"},
+             {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", length},
+             {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64", "--batch",
+              length},
+             {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64", "--heads",
+              length},
+             {"compile", "--dtype", "bf16", "--head-dim", "64", "--arch", "sm_80", "--seqlen", length}}) {
+      const Result r = box.run(args);
+      INFO(args[0] << " " << args[1] << " " << args[2]);
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find("from 1 to 2147483647") != std::string::npos);
+    }
+  }
+  // A malformed FLASHRTC_CONFIG is refused by compile and tune --dry-run exactly as by config.
+  const std::map<std::string, std::string> bad = {{"FLASHRTC_CONFIG", "block_m=64,wraps=4"}};
+  const std::string message = "FLASHRTC_CONFIG='block_m=64,wraps=4': unknown field 'wraps'";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string> >{
+           {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+           {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+           {"bench", "--dry-run", "--shape", "1,8,64,64", "--dtype", "bf16"},
+           {"compile", "--dtype", "bf16", "--head-dim", "64", "--arch", "sm_80"},
+           {"compile", "--all", "--arch", "sm_80"}}) {
+    const Result r = box.run(args, bad);
+    INFO(args[0] << " " << args[1]);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+  CHECK(cache_entry_count() == 0);
 }
 
 #endif  // FLASHRTC_CLI

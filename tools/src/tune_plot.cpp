@@ -1,4 +1,4 @@
-#include "tune_plot.hpp"
+#include "flashrtc_tools/tune_plot.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,14 +8,16 @@
 #include <set>
 #include <sstream>
 
-#include "cli_support.hpp"
-#include "external_tool.hpp"
+#include "flashrtc_tools/external_tool.hpp"
+#include "flashrtc_tools/tool_errors.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
-std::string extension_of(const std::string& path) { return std::filesystem::path(path).extension().string(); }
+std::string extension_of(const std::string& path) {
+  return std::filesystem::path(path).extension().string();
+}
 
 // gnuplot single-quoted strings: a quote is doubled.
 std::string quoted(const std::string& text) {
@@ -32,7 +34,8 @@ const char* terminal_for(const std::string& extension) {
 }
 
 constexpr const char* kInstallGnuplot =
-    "--plot draws with gnuplot, which is not installed: `apt-get install gnuplot-nox` (Debian/Ubuntu), or ask "
+    "--plot draws with gnuplot, which is not installed: `apt-get install gnuplot-nox` (Debian/Ubuntu), or "
+    "ask "
     "for the script alone with a .gp file and draw it elsewhere";
 
 }  // namespace
@@ -41,7 +44,8 @@ void check_plot_target(const std::string& path) {
   const std::string extension = extension_of(path);
   if (extension == ".gp") return;
   if (!terminal_for(extension))
-    throw UsageError("--plot " + path + ": the file must end in .png, .svg or .pdf (or .gp for the gnuplot script)");
+    throw UsageError("--plot " + path +
+                     ": the file must end in .png, .svg or .pdf (or .gp for the gnuplot script)");
   if (!find_tool("gnuplot")) throw MissingTool(kInstallGnuplot);
 }
 
@@ -104,7 +108,8 @@ std::string plot_script(const TuneSetup& setup, const std::vector<TuneRow>& rows
   s << "EOD\n";
   s << "plot $sweep using 1:2:(0.5):(0.5):3 with boxxyerror fillcolor palette, \\\n"
        "     $sweep using 1:2:(sprintf('%.1f', $3)) with labels textcolor 'white' font ',10'";
-  if (!failed.empty()) s << ", \\\n     $failed using 1:2:('failed') with labels textcolor 'gray40' font ',10'";
+  if (!failed.empty())
+    s << ", \\\n     $failed using 1:2:('failed') with labels textcolor 'gray40' font ',10'";
   s << "\n";
   return s.str();
 }
@@ -113,7 +118,8 @@ void write_plot(const std::string& path, const TuneSetup& setup, const std::vect
   const bool script_only = extension_of(path) == ".gp";
   const std::string script_path = script_only ? path : path + ".gp";
   // The script alone still names an image to draw: the .gp file's own name with .png.
-  const std::string image = script_only ? std::filesystem::path(path).replace_extension(".png").string() : path;
+  const std::string image =
+      script_only ? std::filesystem::path(path).replace_extension(".png").string() : path;
   {
     std::ofstream out(script_path, std::ios::binary | std::ios::trunc);
     out << plot_script(setup, rows, image, script_path);
@@ -134,4 +140,4 @@ void write_plot(const std::string& path, const TuneSetup& setup, const std::vect
   std::printf("plot:      %s (script %s)\n", path.c_str(), script_path.c_str());
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,4 +1,4 @@
-#include "external_tool.hpp"
+#include "flashrtc_tools/external_tool.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,7 +10,7 @@
 
 extern char** environ;
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 std::optional<std::string> find_tool(const std::string& name) {
   std::vector<std::string> dirs;
@@ -42,4 +42,4 @@ int run_tool(const std::string& path, const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

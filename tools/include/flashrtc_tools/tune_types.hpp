@@ -8,7 +8,7 @@
 
 #include "flashrtc/flashrtc.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 enum class RowStatus { kPending, kOk, kCompileFailed, kDoesNotFit, kWrong, kLaunchFailed, kNotRun };
 /// "ok", "compile failed", "does not fit", "wrong results", "launch failed", "not run".
@@ -20,9 +20,9 @@ struct TuneRow {
   int threads = 0;
   std::size_t smem_bytes = 0;  ///< dynamic shared memory per block
   RowStatus status = RowStatus::kPending;
-  std::string message;         ///< why it failed, or empty
+  std::string message;  ///< why it failed, or empty
   std::optional<CompiledKernelInfo> kernel;
-  int resident_blocks = 0;     ///< per SM; from the compiled registers once known
+  int resident_blocks = 0;  ///< per SM; from the compiled registers once known
   double occupancy = 0;
   double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0;
 };
@@ -39,4 +39,4 @@ struct TuneSetup {
   double flops = 0;
 };
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

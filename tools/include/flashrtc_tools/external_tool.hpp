@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// The first executable `name` on PATH, then in $CUDA_HOME/bin, $CUDA_PATH/bin and /usr/local/cuda/bin.
 std::optional<std::string> find_tool(const std::string& name);
@@ -14,4 +14,4 @@ std::optional<std::string> find_tool(const std::string& name);
 /// start or was killed.
 int run_tool(const std::string& path, const std::vector<std::string>& args);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

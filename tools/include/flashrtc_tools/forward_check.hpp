@@ -9,7 +9,7 @@
 
 #include "flashrtc/flashrtc.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 class ForwardCheck {
  public:
@@ -34,8 +34,9 @@ class ForwardCheck {
   using HeadKey = std::pair<std::int64_t, std::int64_t>;  // (batch, head)
   ForwardParams params_;
   std::vector<HeadKey> samples_;
-  void take_kv(const unsigned char* bytes, const TensorRef& layout, std::map<HeadKey, std::vector<double>>& rows);
+  void take_kv(const unsigned char* bytes, const TensorRef& layout,
+               std::map<HeadKey, std::vector<double>>& rows);
   std::map<HeadKey, std::vector<double>> q_rows_, k_rows_, v_rows_;
 };
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// Seconds in a duration with a unit (s, m, h, d, w). Throws UsageError naming the option.
 std::int64_t parse_duration_seconds(const std::string& text, const char* option);
@@ -11,4 +11,4 @@ std::int64_t parse_duration_seconds(const std::string& text, const char* option)
 /// Bytes in a size, plain or with a binary unit (K, M, G, T; "MB", "MiB" alike). Throws UsageError.
 std::uint64_t parse_size_bytes(const std::string& text, const char* option);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,10 +1,10 @@
-#include "progress.hpp"
+#include "flashrtc_tools/progress.hpp"
 
 #include <unistd.h>
 
 #include <cstdio>
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 Progress::Progress(std::string label, std::size_t total)
     : label_(std::move(label)), total_(total), terminal_(::isatty(STDOUT_FILENO) == 1) {}
@@ -35,4 +35,4 @@ void Progress::note(const std::string& text) {
   std::fflush(stdout);
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,11 +1,11 @@
-#include "cache_size_units.hpp"
+#include "flashrtc_tools/cache_size_units.hpp"
 
 #include <cctype>
 #include <charconv>
 
-#include "cli_support.hpp"
+#include "flashrtc_tools/tool_errors.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -25,12 +25,16 @@ std::int64_t parse_duration_seconds(const std::string& text, const char* option)
   std::uint64_t number = 0;
   std::string unit;
   if (split(text, number, unit)) {
-    const std::uint64_t scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400
-                                : unit == "w"                                                         ? 7 * 86400
-                                                                                                      : 0;
+    const std::uint64_t scale = unit == "s"   ? 1
+                                : unit == "m" ? 60
+                                : unit == "h" ? 3600
+                                : unit == "d" ? 86400
+                                : unit == "w" ? 7 * 86400
+                                              : 0;
     if (scale && number <= (std::uint64_t{1} << 40)) return static_cast<std::int64_t>(number * scale);
   }
-  throw UsageError(std::string(option) + "=" + text + ": expected a number and a unit (s, m, h, d, w), e.g. 30d");
+  throw UsageError(std::string(option) + "=" + text +
+                   ": expected a number and a unit (s, m, h, d, w), e.g. 30d");
 }
 
 std::uint64_t parse_size_bytes(const std::string& text, const char* option) {
@@ -38,12 +42,16 @@ std::uint64_t parse_size_bytes(const std::string& text, const char* option) {
   std::string unit;
   if (split(text, number, unit)) {
     if (unit.size() > 1 && (unit.substr(1) == "b" || unit.substr(1) == "ib")) unit = unit.substr(0, 1);
-    const int shift = unit.empty() || unit == "b" ? 0 : unit == "k" ? 10 : unit == "m" ? 20 : unit == "g" ? 30
-                      : unit == "t"                                                                   ? 40
-                                                                                                      : -1;
+    const int shift = unit.empty() || unit == "b" ? 0
+                      : unit == "k"               ? 10
+                      : unit == "m"               ? 20
+                      : unit == "g"               ? 30
+                      : unit == "t"               ? 40
+                                                  : -1;
     if (shift >= 0 && number <= (~std::uint64_t{0} >> shift)) return number << shift;
   }
-  throw UsageError(std::string(option) + "=" + text + ": expected bytes with an optional unit (K, M, G, T), e.g. 2G");
+  throw UsageError(std::string(option) + "=" + text +
+                   ": expected bytes with an optional unit (K, M, G, T), e.g. 2G");
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

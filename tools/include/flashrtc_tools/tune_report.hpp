@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "tune_types.hpp"
+#include "flashrtc_tools/tune_types.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// The sweep's header: the call, the device and the database key.
 void print_setup(const TuneSetup& setup, std::size_t candidates);
@@ -25,4 +25,4 @@ void print_table(const std::vector<TuneRow>& rows, std::size_t top);
 void write_json(const std::string& path, const TuneSetup& setup, const std::vector<TuneRow>& rows,
                 const std::optional<TileConfig>& winner, bool written);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

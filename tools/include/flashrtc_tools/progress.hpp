@@ -5,7 +5,7 @@
 #include <mutex>
 #include <string>
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 class Progress {
  public:
@@ -27,4 +27,4 @@ class Progress {
   bool line_open_ = false;
 };
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "tune_types.hpp"
+#include "flashrtc_tools/tune_types.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// Throws UsageError for an extension gnuplot is not asked to draw (.png, .svg, .pdf, or .gp for the
 /// script alone), MissingTool when gnuplot is needed and not installed. Run before the sweep.
@@ -21,4 +21,4 @@ std::string plot_script(const TuneSetup& setup, const std::vector<TuneRow>& rows
 /// cannot be written, MissingTool when gnuplot is absent or fails.
 void write_plot(const std::string& path, const TuneSetup& setup, const std::vector<TuneRow>& rows);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

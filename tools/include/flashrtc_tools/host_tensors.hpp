@@ -2,15 +2,27 @@
 // Host-side tensors for `flashrtc run`: random inputs encoded in the kernel's dtype, and per-head slices
 // decoded to double for the reference.
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "flashrtc/flashrtc.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 enum class Layout { kBnhd, kBhnd };
 
-/// A contiguous tensor of the layout over data (strides as TensorRef's, in elements).
+/// What `run`, `bench` and the tuner use unless told otherwise: PyTorch's [B, H, N, d] (as the Python
+/// binding's tensors usually are).
+inline constexpr Layout kDefaultLayout = Layout::kBhnd;
+
+/// "bnhd", "bhnd".
+const char* to_string(Layout layout);
+/// The names above; nullopt otherwise.
+std::optional<Layout> parse_layout(const std::string& name);
+
+/// A contiguous tensor of the layout over data (strides as TensorRef's, in elements). Throws
+/// Error(kInvalidArgument) when seqlen * heads * head_dim does not fit a 64-bit stride.
 TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, std::int64_t heads,
                           std::int64_t head_dim);
 
@@ -27,4 +39,4 @@ std::vector<double> extract_head(DType dtype, const unsigned char* bytes, const 
                                  std::int64_t batch, std::int64_t head, std::int64_t seqlen,
                                  std::int64_t head_dim);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

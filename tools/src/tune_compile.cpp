@@ -1,30 +1,39 @@
-#include "tune_compile.hpp"
+#include "flashrtc_tools/tune_compile.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
 
-#include "progress.hpp"
+#include "flashrtc_tools/progress.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 const char* to_string(RowStatus status) {
   switch (status) {
-    case RowStatus::kPending: return "pending";
-    case RowStatus::kOk: return "ok";
-    case RowStatus::kCompileFailed: return "compile failed";
-    case RowStatus::kDoesNotFit: return "does not fit";
-    case RowStatus::kWrong: return "wrong results";
-    case RowStatus::kLaunchFailed: return "launch failed";
-    case RowStatus::kNotRun: return "not run";
+    case RowStatus::kPending:
+      return "pending";
+    case RowStatus::kOk:
+      return "ok";
+    case RowStatus::kCompileFailed:
+      return "compile failed";
+    case RowStatus::kDoesNotFit:
+      return "does not fit";
+    case RowStatus::kWrong:
+      return "wrong results";
+    case RowStatus::kLaunchFailed:
+      return "launch failed";
+    case RowStatus::kNotRun:
+      return "not run";
   }
   return "unknown";
 }
 
 namespace {
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 // Registers are known only now: with them a tile may leave no block room on an SM.
 void check_fit(const SmLimits& limits, TuneRow& row) {
@@ -46,7 +55,8 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
   const auto work = [&] {
     for (std::size_t i = next++; i < rows.size(); i = next++) {
       TuneRow& row = rows[i];
-      const ForwardSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask, row.tile};
+      const ForwardSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask,
+                             row.tile};
       std::string line = to_string(row.tile) + ": ";
       try {
         row.kernel = compile_forward(spec, setup.arch);
@@ -54,7 +64,8 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
         const ResourceReport& r = row.kernel->resources;
         char text[128];
         std::snprintf(text, sizeof(text), "%d registers, spill %d/%d bytes, %.0f ms (%s)", r.registers,
-                      r.spill_store_bytes, r.spill_load_bytes, row.kernel->compile_ms, to_string(row.kernel->source));
+                      r.spill_store_bytes, r.spill_load_bytes, row.kernel->compile_ms,
+                      to_string(row.kernel->source));
         line += row.status == RowStatus::kDoesNotFit ? row.message : text;
       } catch (const Error& e) {
         row.status = RowStatus::kCompileFailed;
@@ -69,9 +80,10 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
     }
   };
   std::vector<std::thread> workers;
-  for (unsigned j = 1; j < std::min<std::size_t>(std::max(jobs, 1u), rows.size()); ++j) workers.emplace_back(work);
+  for (unsigned j = 1; j < std::min<std::size_t>(std::max(jobs, 1u), rows.size()); ++j)
+    workers.emplace_back(work);
   work();
   for (std::thread& worker : workers) worker.join();
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

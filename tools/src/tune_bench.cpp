@@ -1,14 +1,14 @@
-#include "tune_bench.hpp"
+#include "flashrtc_tools/tune_bench.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "forward_check.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/forward_check.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -16,12 +16,12 @@ std::size_t tensor_bytes(const ForwardParams& p, std::int64_t seqlen, std::int64
   return static_cast<std::size_t>(p.batch * seqlen * heads * p.head_dim) * dtype_size(p.dtype);
 }
 
-// Strides only (the pointer is set per buffer): contiguous [B, N, H, d].
+// Contiguous tensors of the default layout, as the calls being tuned for usually pass them.
 void set_layout(ForwardParams& p, const void* q, const void* k, const void* v, const void* o) {
-  p.q = TensorRef::bnhd(q, p.seqlen_q, p.heads_q, p.head_dim);
-  p.k = TensorRef::bnhd(k, p.seqlen_kv, p.heads_kv, p.head_dim);
-  p.v = TensorRef::bnhd(v, p.seqlen_kv, p.heads_kv, p.head_dim);
-  p.o = TensorRef::bnhd(o, p.seqlen_q, p.heads_q, p.head_dim);
+  p.q = make_tensor_ref(kDefaultLayout, q, p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = make_tensor_ref(kDefaultLayout, k, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.v = make_tensor_ref(kDefaultLayout, v, p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.o = make_tensor_ref(kDefaultLayout, o, p.seqlen_q, p.heads_q, p.head_dim);
 }
 
 // forward_check prints to a FILE; a memory stream keeps its report for the tuner's own output.
@@ -58,7 +58,8 @@ ForwardParams check_problem(const ForwardParams& tuned) {
   return p;
 }
 
-CheckOutcome check_candidate(const ForwardParams& problem, const TileConfig& tile, std::uint64_t seed, void* stream) {
+CheckOutcome check_candidate(const ForwardParams& problem, const TileConfig& tile, std::uint64_t seed,
+                             void* stream) {
   ForwardParams p = problem;
   const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
   const std::int64_t kv_count = p.batch * p.seqlen_kv * p.heads_kv * p.head_dim;
@@ -99,7 +100,8 @@ CheckOutcome check_candidate(const ForwardParams& problem, const TileConfig& til
 TimingBuffers::TimingBuffers(const ForwardParams& shape, std::size_t l2_bytes, std::size_t device_bytes,
                              std::uint64_t seed) {
   const ForwardParams& p = shape;
-  const std::size_t q_bytes = tensor_bytes(p, p.seqlen_q, p.heads_q), kv_bytes = tensor_bytes(p, p.seqlen_kv, p.heads_kv);
+  const std::size_t q_bytes = tensor_bytes(p, p.seqlen_q, p.heads_q),
+                    kv_bytes = tensor_bytes(p, p.seqlen_kv, p.heads_kv);
   const std::size_t set_bytes = 2 * q_bytes + 2 * kv_bytes;
   // (floor(2 L2 / set) + 1) sets hold more than 2 L2; at least two, so no launch reads what the last wrote.
   std::size_t count = std::max<std::size_t>(2, 2 * l2_bytes / set_bytes + 1);
@@ -129,8 +131,8 @@ ForwardParams TimingBuffers::bind(ForwardParams p, std::size_t launch) const {
   return p;
 }
 
-Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers, int warmup,
-                      int repeats, void* stream) {
+Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
+                      int warmup, int repeats, void* stream) {
   ForwardParams p = shape;
   p.config = tile;
   p.stream = stream;
@@ -155,4 +157,4 @@ Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const 
   return t;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,13 +1,14 @@
-#include "host_tensors.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "flashrtc_reference/attention_reference.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -26,8 +27,26 @@ void encode_element(DType dtype, float value, unsigned char* out) {
 
 }  // namespace
 
+const char* to_string(Layout layout) {
+  return layout == Layout::kBhnd ? "bhnd" : "bnhd";
+}
+
+std::optional<Layout> parse_layout(const std::string& name) {
+  for (const Layout layout : {Layout::kBnhd, Layout::kBhnd})
+    if (name == to_string(layout)) return layout;
+  return std::nullopt;
+}
+
 TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, std::int64_t heads,
                           std::int64_t head_dim) {
+  // The batch stride is seqlen * heads * head_dim: refuse lengths whose product a 64-bit stride cannot hold,
+  // before the strides are computed.
+  std::int64_t per_head = 0, per_batch = 0;
+  if (__builtin_mul_overflow(seqlen, head_dim, &per_head) ||
+      __builtin_mul_overflow(per_head, heads, &per_batch))
+    throw Error(ErrorCode::kInvalidArgument, "seqlen * heads * head_dim = " + std::to_string(seqlen) + " * " +
+                                                 std::to_string(heads) + " * " + std::to_string(head_dim) +
+                                                 " elements: over the 64-bit index range of one tensor");
   return layout == Layout::kBnhd ? TensorRef::bnhd(data, seqlen, heads, head_dim)
                                  : TensorRef::bhnd(data, seqlen, heads, head_dim);
 }
@@ -79,4 +98,4 @@ std::vector<double> extract_head(DType dtype, const unsigned char* bytes, const 
   return rows;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,4 +1,4 @@
-#include "tune_report.hpp"
+#include "flashrtc_tools/tune_report.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "cli_support.hpp"
+#include "flashrtc_tools/format.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -34,11 +34,12 @@ void print_setup(const TuneSetup& s, std::size_t candidates) {
               static_cast<long long>(p.seqlen_kv), s.flops, s.family->name.c_str());
   std::printf("space:     %s: %zu of the %zu configurations that fit\n", to_string(s.space), candidates,
               s.family_configs);
-  std::printf("device:    %s (%s; %s shared memory per block, %s per SM, %d registers and %d threads per SM)\n",
-              s.gpu_name.empty() ? "no GPU" : s.gpu_name.c_str(), s.arch.c_str(),
-              format_bytes(double(s.limits.smem_per_block_bytes)).c_str(),
-              format_bytes(double(s.limits.smem_per_sm_bytes)).c_str(), s.limits.registers_per_sm,
-              s.limits.max_threads_per_sm);
+  std::printf(
+      "device:    %s (%s; %s shared memory per block, %s per SM, %d registers and %d threads per SM)\n",
+      s.gpu_name.empty() ? "no GPU" : s.gpu_name.c_str(), s.arch.c_str(),
+      format_bytes(double(s.limits.smem_per_block_bytes)).c_str(),
+      format_bytes(double(s.limits.smem_per_sm_bytes)).c_str(), s.limits.registers_per_sm,
+      s.limits.max_threads_per_sm);
   std::printf("database:  %s\n", tuning_db_path().string().c_str());
   if (s.key) std::printf("key:       %s\n", to_string(*s.key).c_str());
 }
@@ -62,7 +63,8 @@ void sort_rows(std::vector<TuneRow>& rows) {
 
 void print_table(const std::vector<TuneRow>& rows, std::size_t top) {
   constexpr const char* kFormat = "%4s  %-16s %10s %8s %5s %11s %10s %12s  %s\n";
-  std::printf(kFormat, "rank", "config", "median ms", "TFLOP/s", "regs", "spill st/ld", "smem", "occupancy", "status");
+  std::printf(kFormat, "rank", "config", "median ms", "TFLOP/s", "regs", "spill st/ld", "smem", "occupancy",
+              "status");
   std::size_t rank = 0, hidden = 0;
   for (const TuneRow& row : rows) {
     const bool ok = row.status == RowStatus::kOk;
@@ -81,7 +83,8 @@ void print_table(const std::vector<TuneRow>& rows, std::size_t top) {
     std::printf(kFormat, ok ? n(rank).c_str() : "-", tile_text(row.tile).c_str(), ms, tflops,
                 r ? n(r->registers).c_str() : "-",
                 r ? (n(r->spill_store_bytes) + "/" + n(r->spill_load_bytes)).c_str() : "-",
-                format_bytes(double(row.smem_bytes)).c_str(), r ? occupancy_text(row).c_str() : "-", status.c_str());
+                format_bytes(double(row.smem_bytes)).c_str(), r ? occupancy_text(row).c_str() : "-",
+                status.c_str());
   }
   if (hidden) std::printf("(%zu slower rows not shown: --top to see more, --json for all)\n", hidden);
 }
@@ -146,4 +149,4 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
   if (!out) throw Error(ErrorCode::kCacheIo, "--json: cannot write " + path);
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,4 +1,4 @@
-#include "forward_check.hpp"
+#include "flashrtc_tools/forward_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "flashrtc_reference/attention_reference.hpp"
-#include "host_tensors.hpp"
+#include "flashrtc_tools/host_tensors.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -41,9 +41,13 @@ void ForwardCheck::take_q(const unsigned char* bytes, const TensorRef& layout) {
         extract_head(params_.dtype, bytes, layout, s.first, s.second, params_.seqlen_q, params_.head_dim);
 }
 
-void ForwardCheck::take_k(const unsigned char* bytes, const TensorRef& layout) { take_kv(bytes, layout, k_rows_); }
+void ForwardCheck::take_k(const unsigned char* bytes, const TensorRef& layout) {
+  take_kv(bytes, layout, k_rows_);
+}
 
-void ForwardCheck::take_v(const unsigned char* bytes, const TensorRef& layout) { take_kv(bytes, layout, v_rows_); }
+void ForwardCheck::take_v(const unsigned char* bytes, const TensorRef& layout) {
+  take_kv(bytes, layout, v_rows_);
+}
 
 // The kv heads the sampled query heads read (GQA: query head h reads kv head h / group), each kept once.
 void ForwardCheck::take_kv(const unsigned char* bytes, const TensorRef& layout,
@@ -52,12 +56,13 @@ void ForwardCheck::take_kv(const unsigned char* bytes, const TensorRef& layout,
   for (const HeadKey& s : samples_) {
     const HeadKey kv{s.first, s.second / group};
     if (!rows.count(kv))
-      rows[kv] = extract_head(params_.dtype, bytes, layout, kv.first, kv.second, params_.seqlen_kv, params_.head_dim);
+      rows[kv] = extract_head(params_.dtype, bytes, layout, kv.first, kv.second, params_.seqlen_kv,
+                              params_.head_dim);
   }
 }
 
-bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layout, const std::vector<float>& lse,
-                          std::FILE* out) const {
+bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layout,
+                          const std::vector<float>& lse, std::FILE* out) const {
   const auto print = [out](const char* format, auto... args) {
     if (out) std::fprintf(out, format, args...);
   };
@@ -107,8 +112,8 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
     for (std::int64_t n = 0; n < p.seqlen_q; ++n) lse_got[n] = lse[lse_row + n];
     const auto o_cmp = reference::compare(o_got.data(), r.o_ref.data(), r.o_lowp.data(), p.seqlen_q * d);
     const auto lse_cmp = reference::compare(lse_got.data(), r.lse_ref.data(), r.lse_lowp.data(), p.seqlen_q);
-    print("  b=%-3lld h=%-3lld o:   %s\n", static_cast<long long>(s.first),
-                static_cast<long long>(s.second), o_cmp.summary().c_str());
+    print("  b=%-3lld h=%-3lld o:   %s\n", static_cast<long long>(s.first), static_cast<long long>(s.second),
+          o_cmp.summary().c_str());
     print("  %-12s lse: %s\n", "", lse_cmp.summary().c_str());
     pass = pass && o_cmp.pass && lse_cmp.pass;
   }
@@ -120,11 +125,10 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
   for (std::int64_t i = 0; i < o_count; ++i) o_nan += std::isnan(decode_element(p.dtype, o_bytes, i)) ? 1 : 0;
   for (float value : lse) lse_nan += std::isnan(value) ? 1 : 0;
   print("  unwritten (still NaN): o %lld of %lld, lse %lld of %lld\n", static_cast<long long>(o_nan),
-              static_cast<long long>(o_count), static_cast<long long>(lse_nan),
-              static_cast<long long>(lse.size()));
+        static_cast<long long>(o_count), static_cast<long long>(lse_nan), static_cast<long long>(lse.size()));
   pass = pass && o_nan == 0 && lse_nan == 0;
   print("check: %s\n", pass ? "PASS" : "FAIL");
   return pass;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

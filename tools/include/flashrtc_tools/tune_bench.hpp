@@ -8,7 +8,7 @@
 
 #include "flashrtc/flashrtc.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// The small problem a candidate is checked on: batch 1, two heads, the tuned call's dtype, head dim and
 /// mask, and its sequence lengths scaled down (ratio kept) to at most 333 (ragged against every tile).
@@ -21,13 +21,15 @@ struct CheckOutcome {
 
 /// Fresh random inputs (seed), outputs poisoned with NaN, one launch of tile, and o and lse compared with
 /// the double reference by the repository's tolerance rule. Throws Error when the launch fails.
-CheckOutcome check_candidate(const ForwardParams& problem, const TileConfig& tile, std::uint64_t seed, void* stream);
+CheckOutcome check_candidate(const ForwardParams& problem, const TileConfig& tile, std::uint64_t seed,
+                             void* stream);
 
 /// Sets of q, k, v, o for the tuned shape, enough of them that consecutive launches never find their
 /// inputs in L2: together more than twice its size (at least two sets), within 3/4 of device memory.
 class TimingBuffers {
  public:
-  TimingBuffers(const ForwardParams& shape, std::size_t l2_bytes, std::size_t device_bytes, std::uint64_t seed);
+  TimingBuffers(const ForwardParams& shape, std::size_t l2_bytes, std::size_t device_bytes,
+                std::uint64_t seed);
   std::size_t sets() const { return sets_.size(); }
   std::size_t total_bytes() const;
   /// p with the pointers of set (launch % sets()).
@@ -46,7 +48,7 @@ struct Timing {
 
 /// warmup untimed launches, then the median of `repeats` launches each timed by its own pair of CUDA events,
 /// every launch on the next buffer set.
-Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers, int warmup,
-                      int repeats, void* stream);
+Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
+                      int warmup, int repeats, void* stream);
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,0 +1,123 @@
+#include "shared_options.hpp"
+
+#include <charconv>
+
+#include "cli_support.hpp"
+#include "flashrtc/arch.hpp"
+
+namespace flashrtc::cli {
+
+CLI::Validator count_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::int64_t value = 0;
+        const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (status != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxCount)
+          return text + ": must be an integer from 1 to " + std::to_string(kMaxCount);
+        return {};
+      },
+      "1.." + std::to_string(kMaxCount));
+}
+
+void TileOptions::add_to(CLI::App& app) {
+  const char* base =
+      " (replaces the field of the resolved tile: explicit > FLASHRTC_CONFIG > tuned > default)";
+  app.add_option("--block-m", block_m, std::string("query rows per thread block") + base);
+  app.add_option("--block-n", block_n, "key rows per pipeline stage (same base)");
+  app.add_option("--warps", warps, "warps per thread block (same base)");
+  app.add_option("--stages", stages, "K/V tiles resident in shared memory, 1 or 2 (same base)");
+}
+
+ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& target) const {
+  const ConfigResolution base = resolve_forward_config(query, target);
+  if (!any()) return base;
+  TileConfig tile = base.config;
+  if (block_m) tile.block_m = *block_m;
+  if (block_n) tile.block_n = *block_n;
+  if (warps) tile.warps = *warps;
+  if (stages) tile.stages = *stages;
+  query.explicit_config = tile;
+  ConfigResolution r = resolve_forward_config(query, target);
+  r.why = "the fields given on the command line over the " + std::string(to_string(base.source)) + " tile " +
+          to_string(base.config) + " (" + base.why + ")";
+  return r;
+}
+
+namespace {
+
+// Empty when arch is one NVRTC can target for flashrtc; else what is wrong, naming the accepted ones.
+std::string arch_problem(const std::string& arch) {
+  if (is_supported_arch(arch)) return {};
+  const std::string shown = arch.size() > 24 ? arch.substr(0, 24) + "..." : arch;
+  return "'" + shown + "': must be one of " + supported_archs_text();
+}
+
+// FLASHRTC_ARCH enters as an arch too, and is refused as --arch is.
+void check_arch_override() {
+  const std::string& arch = runtime_config().arch_override;
+  if (!arch.empty() && !arch_problem(arch).empty()) throw UsageError("FLASHRTC_ARCH=" + arch_problem(arch));
+}
+
+}  // namespace
+
+void TargetOptions::add_to(CLI::App& app, const std::string& arch_help) {
+  CLI::Option* arch_option =
+      app.add_option("--arch", arch, arch_help)
+          ->check(CLI::Validator([](std::string& name) -> std::string { return arch_problem(name); },
+                                 "sm_" + std::to_string(kMinArchCc) + "..sm_" + std::to_string(kMaxArchCc)));
+  app.add_option(
+         "--gpu-name", gpu_name,
+         "resolve for this GPU (as `flashrtc info` names it, with --arch) instead of the one in hand: its "
+         "tuned entries apply")
+      ->needs(arch_option);
+}
+
+DeviceTarget TargetOptions::target(std::string* described) const {
+  check_arch_override();
+  const auto say = [&](const std::string& text) {
+    if (described) *described = text;
+  };
+  if (!gpu_name.empty()) {
+    const DeviceTarget t = assumed_device_target(gpu_name, arch);
+    say(gpu_name + " (" + arch + ", assumed " + format_bytes(double(t.smem_limit_bytes)) +
+        " shared memory per block; named on the command line)");
+    return t;
+  }
+  const std::optional<DeviceTarget> in_hand = current_device_target();
+  if (in_hand && (arch.empty() || in_hand->arch == arch)) {
+    say(in_hand->gpu_name + " (" + in_hand->arch + ", " + format_bytes(double(in_hand->smem_limit_bytes)) +
+        " shared memory per block)");
+    return *in_hand;
+  }
+  if (!arch.empty()) {
+    const DeviceTarget t = assumed_device_target("", arch);
+    say("a GPU of " + arch + " (assumed " + format_bytes(double(t.smem_limit_bytes)) +
+        " shared memory per block; no tuned entry applies without --gpu-name)");
+    return t;
+  }
+  say("none (" + device_unavailable_reason() + "); resolved for sm_80's " +
+      format_bytes(double(kSmemBytesSm80)) +
+      " of shared memory, and no tuned entry can apply without a GPU name (--gpu-name and --arch name one)");
+  return no_device_target();
+}
+
+void TargetOptions::require_device(const std::string& device_name, const std::string& device_arch) const {
+  if (!arch.empty() && arch != device_arch)
+    throw UsageError("--arch " + arch + ": this command runs on the GPU in hand (" + device_arch +
+                     "); --arch chooses the target of --dry-run only");
+  if (!gpu_name.empty() && gpu_name != device_name)
+    throw UsageError("--gpu-name " + gpu_name + ": this command runs on the GPU in hand (" + device_name +
+                     "); --gpu-name chooses the target of --dry-run only");
+}
+
+std::string compile_arch(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  check_arch_override();
+  if (!runtime_config().arch_override.empty()) return runtime_config().arch_override;
+  if (!device_available())
+    throw Error(ErrorCode::kNoDevice, "no GPU to take the arch from (" + device_unavailable_reason() +
+                                          "); pass --arch, e.g. --arch sm_90a, to compile without one");
+  return current_device().arch;
+}
+
+}  // namespace flashrtc::cli

@@ -1,0 +1,55 @@
+#pragma once
+// Options that mean the same in every subcommand that takes them: the tile fields, the target GPU
+// (--arch, --gpu-name) and lengths and counts.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "flashrtc/flashrtc.hpp"
+
+namespace flashrtc::cli {
+
+/// The most a length or count may be: the kernels index rows and heads with 32-bit integers (the runtime's
+/// argument checks use the same bound).
+inline constexpr std::int64_t kMaxCount = 2147483647;
+
+/// "--seqlen 0: must be an integer from 1 to 2147483647": checks the text before it is converted, so no
+/// value, however long, can overflow or reach a loop over lengths.
+CLI::Validator count_validator();
+
+/// --block-m/--block-n/--warps/--stages in run, bench, compile, config and tune: the fields given replace
+/// those of the tile the call resolves to (explicit > FLASHRTC_CONFIG > tuned > default), never those of
+/// another base.
+struct TileOptions {
+  std::optional<int> block_m, block_n, warps, stages;
+  void add_to(CLI::App& app);
+  bool any() const { return block_m || block_n || warps || stages; }
+  /// query's tile on target with the given fields replaced; without any, the resolution itself. Throws
+  /// Error as resolve_forward_config does: a malformed FLASHRTC_CONFIG or a tile the family cannot build is
+  /// kInvalidArgument, one that exceeds target's shared memory kUnsupported.
+  ConfigResolution resolve(ConfigQuery query, const DeviceTarget& target) const;
+};
+
+/// --arch and --gpu-name in config, compile, bench --dry-run and tune --dry-run: the device a tile is
+/// resolved (and kernels compiled) for when it is not the GPU in hand.
+struct TargetOptions {
+  std::string arch, gpu_name;
+  /// Adds both; --arch is checked against the archs NVRTC can target (usage error naming them), and
+  /// --gpu-name needs --arch (a name alone gives no limits).
+  void add_to(CLI::App& app, const std::string& arch_help);
+  bool any() const { return !arch.empty() || !gpu_name.empty(); }
+  /// --gpu-name with --arch: that GPU, shared memory assumed from the arch (its tuned entries apply).
+  /// --arch alone: the GPU in hand when it has that arch, else the arch's limits without a name (no tuned
+  /// entry applies). Neither: the GPU in hand, else no_device_target(). described (when given) says which.
+  DeviceTarget target(std::string* described = nullptr) const;
+  /// For a command that runs on the GPU in hand (bench and tune without --dry-run): a usage error when
+  /// --arch or --gpu-name name another device.
+  void require_device(const std::string& device_name, const std::string& device_arch) const;
+};
+
+/// The arch to compile for: --arch, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
+/// Throws Error(kNoDevice) when none of them is there.
+std::string compile_arch(const std::string& requested);
+
+}  // namespace flashrtc::cli

@@ -1,0 +1,30 @@
+#pragma once
+// Inspecting the disk cache beyond what the runtime lists: entries sorted for a table, as JSON, their
+// files, and their SASS through the toolkit's disassemblers.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "flashrtc/cache_entries.hpp"
+
+namespace flashrtc::tools {
+
+/// The cache's entries in table order (arch, kernel, dtype, head dim, mask, tile, key); with spilling_only,
+/// only those whose kernel spills registers.
+std::vector<CacheEntry> sorted_cache_entries(bool spilling_only);
+
+/// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
+std::string short_kernel_name(const std::string& kernel);
+
+/// A JSON array (indented) of every field of each entry, the specialization nested: `flashrtc cache ls
+/// --json`.
+std::string cache_entries_json(const std::vector<CacheEntry>& entries);
+
+/// The whole file (an entry's PTX or compile log). Throws Error(kCacheIo) when it cannot be read.
+std::string read_entry_file(const std::filesystem::path& path);
+
+/// Prints the SASS of an entry's cubin to stdout through cuobjdump, else nvdisasm. The tool's exit status;
+/// throws MissingTool when neither is installed.
+int print_entry_sass(const CacheEntry& entry);
+
+}  // namespace flashrtc::tools

@@ -1,0 +1,96 @@
+#include "flashrtc_tools/cache_inspect.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "flashrtc/error.hpp"
+#include "flashrtc_tools/external_tool.hpp"
+#include "flashrtc_tools/format.hpp"
+#include "flashrtc_tools/tool_errors.hpp"
+
+namespace flashrtc::tools {
+
+std::vector<CacheEntry> sorted_cache_entries(bool spilling_only) {
+  std::vector<CacheEntry> entries = list_cache_entries();
+  if (spilling_only)
+    entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                 [](const CacheEntry& e) { return !e.resources.spills(); }),
+                  entries.end());
+  std::sort(entries.begin(), entries.end(), [](const CacheEntry& a, const CacheEntry& b) {
+    return std::tie(a.arch, a.kernel, a.dtype, a.head_dim, a.mask, a.tile.block_m, a.tile.block_n,
+                    a.tile.warps, a.tile.stages, a.key) < std::tie(b.arch, b.kernel, b.dtype, b.head_dim,
+                                                                   b.mask, b.tile.block_m, b.tile.block_n,
+                                                                   b.tile.warps, b.tile.stages, b.key);
+  });
+  return entries;
+}
+
+std::string short_kernel_name(const std::string& kernel) {
+  const std::string prefix = "attention_forward_";
+  return kernel.rfind(prefix, 0) == 0 ? kernel.substr(prefix.size()) : kernel;
+}
+
+namespace {
+
+nlohmann::json entry_json(const CacheEntry& e) {
+  nlohmann::json j = {{"key", e.key},
+                      {"arch", e.arch},
+                      {"kernel", e.kernel},
+                      {"specialization",
+                       {{"dtype", e.dtype},
+                        {"head_dim", e.head_dim},
+                        {"block_m", e.tile.block_m},
+                        {"block_n", e.tile.block_n},
+                        {"warps", e.tile.warps},
+                        {"stages", e.tile.stages},
+                        {"mask", e.mask}}},
+                      {"name_expression", e.name_expression},
+                      {"registers", e.resources.registers},
+                      {"spill_store_bytes", e.resources.spill_store_bytes},
+                      {"spill_load_bytes", e.resources.spill_load_bytes},
+                      {"spills", e.resources.spills()},
+                      {"stack_frame_bytes", e.resources.stack_frame_bytes},
+                      {"smem_bytes", e.smem_bytes},
+                      {"static_smem_bytes", e.resources.static_smem_bytes},
+                      {"compile_ms", e.compile_ms},
+                      {"size_bytes", e.size_bytes},
+                      {"created_unix", e.created_unix},
+                      {"last_used_unix", e.last_used_unix},
+                      {"last_used", format_time(e.last_used_unix)},
+                      {"dir", e.dir.string()}};
+  if (!e.problem.empty()) j["problem"] = e.problem;
+  return j;
+}
+
+}  // namespace
+
+std::string cache_entries_json(const std::vector<CacheEntry>& entries) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CacheEntry& e : entries) rows.push_back(entry_json(e));
+  return rows.dump(2);
+}
+
+std::string read_entry_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kCacheIo, "cannot read " + path.string());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int print_entry_sass(const CacheEntry& e) {
+  std::fflush(stdout);
+  if (const auto cuobjdump = find_tool("cuobjdump"))
+    return run_tool(*cuobjdump, {"-sass", e.cubin_path.string()});
+  if (const auto nvdisasm = find_tool("nvdisasm")) return run_tool(*nvdisasm, {"-c", e.cubin_path.string()});
+  throw MissingTool(
+      "SASS needs cuobjdump or nvdisasm, the CUDA toolkit's binary utilities; neither is on PATH or in "
+      "/usr/local/cuda/bin. Install them, e.g. `apt-get install cuda-cuobjdump-13-0 cuda-nvdisasm-13-0` from "
+      "NVIDIA's CUDA repository (match your toolkit's version) or `apt-get install nvidia-cuda-toolkit` on "
+      "Debian. The cubin is " +
+      e.cubin_path.string());
+}
+
+}  // namespace flashrtc::tools
