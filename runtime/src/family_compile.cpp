@@ -1,5 +1,6 @@
 #include "family_compile.hpp"
 
+#include "flashrtc/arch.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
 #include "hashing.hpp"
@@ -34,23 +35,12 @@ nlohmann::json field_value(TemplateArg arg, const KernelSpec& spec, int value) {
 
 namespace detail {
 
-bool arch_is_valid(const std::string& arch) {
-  // sm_XY with an optional a/f suffix, XY >= 80.
-  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return false;
-  std::size_t end = arch.size();
-  if (arch.back() == 'a' || arch.back() == 'f') --end;
-  if (end - 3 < 2 || end - 3 > 3) return false;
-  int cc = 0;
-  for (std::size_t i = 3; i < end; ++i) {
-    if (arch[i] < '0' || arch[i] > '9') return false;
-    cc = cc * 10 + (arch[i] - '0');
-  }
-  return cc >= 80;
-}
-
 void check_arch(const std::string& arch) {
-  if (!arch_is_valid(arch))
-    throw Error(ErrorCode::kInvalidArgument, "arch=" + arch + ": must be sm_80 or newer, e.g. sm_80, sm_90a");
+  if (!is_supported_arch(arch)) {
+    // Quoted in full only when short: the value may be any text a user typed.
+    const std::string shown = arch.size() <= 16 ? arch : arch.substr(0, 16) + "...";
+    throw Error(ErrorCode::kInvalidArgument, "arch=" + shown + ": must be one of " + supported_archs_text());
+  }
 }
 
 CompileRequest family_compile_request(const KernelSpec& spec, const std::string& arch) {

@@ -10,7 +10,7 @@ namespace flashrtc::detail {
 
 // The request for spec (spec.family set) on arch ("sm_90a"). Throws Error(kInvalidArgument) for an arch that
 // is not of the form sm_XY or older than sm_80, or a spec the family cannot build.
-// Throws Error(kInvalidArgument) unless arch is sm_XY[a|f] with XY >= 80.
+// Throws Error(kInvalidArgument) unless is_supported_arch(arch) (flashrtc/arch.hpp).
 void check_arch(const std::string& arch);
 
 CompileRequest family_compile_request(const KernelSpec& spec, const std::string& arch);

@@ -1,11 +1,11 @@
 // The family table: the built-in families, the registered ones, selection by operation, dtype, head dim and
 // arch, and the rules every family shares (KernelFamily's member functions).
 #include <algorithm>
-#include <charconv>
 #include <iterator>
 #include <mutex>
 
 #include "families/builtin_families.hpp"
+#include "flashrtc/arch.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tuning_db.hpp"
@@ -23,17 +23,6 @@ struct Registry {
 Registry& registry() {
   static Registry* r = new Registry;  // leaked: plans may point into it until process exit
   return *r;
-}
-
-// Compute capability of "sm_90a" as 90; -1 when arch is not of that form.
-int arch_cc(std::string_view arch) {
-  if (arch.substr(0, 3) != "sm_") return -1;
-  std::string_view digits = arch.substr(3);
-  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.remove_suffix(1);
-  int cc = -1;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), cc);
-  if (error != std::errc() || end != digits.data() + digits.size() || digits.empty()) return -1;
-  return cc;
 }
 
 const char* dtype_name_in_kernel(DType dtype) {
@@ -78,7 +67,7 @@ bool KernelFamily::serves_head_dim(int head_dim) const {
 
 std::string KernelFamily::arch_mismatch(std::string_view arch) const {
   const std::string shown = arch.empty() ? "sm_80 (no GPU known)" : std::string(arch);
-  const int cc = arch.empty() ? 80 : arch_cc(arch);
+  const int cc = arch.empty() ? 80 : parse_arch_cc(arch).value_or(-1);
   if (cc < 0) return "arch " + shown + " is not of the form sm_XY";
   if (cc < min_cc) return "needs sm_" + std::to_string(min_cc) + " or newer, not " + shown;
   if (max_cc > 0 && cc > max_cc) return "runs on sm_" + std::to_string(max_cc) + " at most, not " + shown;
