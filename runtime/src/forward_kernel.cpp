@@ -54,15 +54,6 @@ std::string forward_name_expression(const ForwardSpec& spec) {
          std::to_string(spec.tile.stages) + ", " + mask_name(spec.mask) + ">";
 }
 
-const char* to_string(CacheSource source) {
-  switch (source) {
-    case CacheSource::kMemory: return "memory";
-    case CacheSource::kDisk: return "disk";
-    case CacheSource::kCompiled: return "compiled";
-  }
-  return "unknown";
-}
-
 namespace detail {
 
 int forward_block_threads(const ForwardSpec& spec) { return spec.tile.warps * 32; }
