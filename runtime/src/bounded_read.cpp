@@ -27,10 +27,11 @@ BoundedRead read_file_bounded(const std::filesystem::path& path, std::uint64_t m
   const Fd file{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
   if (file.fd < 0) {
     const int error = errno;
-    result.missing = error == ENOENT;
-    result.problem = error == ELOOP    ? "is a symbolic link"
-                     : error == ENOENT ? "missing"
-                                       : std::strerror(error);
+    // ENOTDIR: a parent is no directory, so the file is not there either.
+    result.missing = error == ENOENT || error == ENOTDIR;
+    result.problem = error == ELOOP   ? "is a symbolic link"
+                     : result.missing ? "missing"
+                                      : std::strerror(error);
     return result;
   }
   struct stat info {};
