@@ -85,8 +85,11 @@ void set_writable(const fs::path& dir, bool writable) {
 
 // Runs body in a child process that cannot write dir: the directory tree is made read-only, and root (who
 // writes regardless of permissions) becomes nobody. Returns what body returned, "crash" if it did not.
-std::string run_without_write_access(const fs::path& dir, const std::function<std::string()>& body) {
+// after_lockdown runs in this process once the tree is read-only.
+std::string run_without_write_access(const fs::path& dir, const std::function<std::string()>& body,
+                                     const std::function<void()>& after_lockdown = {}) {
   set_writable(dir, false);
+  if (after_lockdown) after_lockdown();
   int out[2];
   REQUIRE(::pipe(out) == 0);
   const pid_t pid = ::fork();
@@ -205,6 +208,43 @@ TEST_CASE(
   CHECK(
       std::regex_search(result, std::regex("cannot be written .*(Permission denied|Read-only file system)")));
   CHECK(cache_entry_count() == 1);
+}
+
+TEST_CASE(
+    "read-only cache: a lock that can be taken but an entry that cannot be stored (a full disk) costs "
+    "one warning, not the call") {
+  test::TempDir dir("flashrtc-ro-store");
+  test::ConfigOverride config(test::config_with_cache_dir(dir.path()));
+  const detail::CompileRequest first = unique_request(), second = unique_request();
+  const detail::DiskCache disk(cache_root());
+  for (const auto* request : {&first, &second}) {
+    fs::create_directories(disk.entry_dir(request->inputs).parent_path());
+    test::write_text(detail::entry_lock_path(disk.entry_dir(request->inputs)), "");
+  }
+  const std::string result = run_without_write_access(
+      dir.path(),
+      [&] {
+        test::LogCapture log;
+        CacheSource how = CacheSource::kMemory;
+        const auto artifact = detail::get_artifact(first, &how);
+        detail::get_artifact(second);
+        std::string out = std::string(to_string(how)) + (artifact->entry_dir.empty() ? ":memory;" : ":disk;");
+        out += "warnings:" + std::to_string(log.warnings().size()) + ";";
+        for (const std::string& w : log.warnings()) out += w + ";";
+        return out;
+      },
+      [&] {
+        // Lock files anyone may open for writing, in directories nobody may write: the lock is taken, the
+        // entry's temporary directory cannot be made.
+        for (const auto* request : {&first, &second})
+          fs::permissions(detail::entry_lock_path(disk.entry_dir(request->inputs)), fs::perms::all);
+      });
+  INFO(result);
+  CHECK(result.find("compiled:memory;") != std::string::npos);
+  CHECK(result.find("warnings:1;") != std::string::npos);
+  CHECK(std::regex_search(result, std::regex("cannot be written \\(cannot create directory .*\\.tmp-.*"
+                                             "(Permission denied|Read-only file system)")));
+  CHECK(cache_entry_count() == 0);
 }
 
 TEST_CASE("read-only cache: verify, prune and clear report what they cannot remove instead of throwing") {
