@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "bounded_read.hpp"
 #include "cache_entry_layout.hpp"
 #include "cache_scan.hpp"
 #include "flashrtc/error.hpp"
@@ -126,6 +127,12 @@ std::vector<CacheEntry> list_cache_entries() {
   for (const fs::path& dir : detail::cache_entry_dirs(cache_root()))
     entries.push_back(detail::read_cache_entry(dir));
   return entries;
+}
+
+std::string read_cache_entry_file(const fs::path& file) {
+  detail::BoundedRead read = detail::read_file_bounded(file, detail::kMaxEntryFileBytes);
+  if (!read.ok()) throw Error(ErrorCode::kCacheIo, "cannot read " + file.string() + ": it " + read.problem);
+  return std::move(read.content);
 }
 
 CacheEntry find_cache_entry(std::string_view key_prefix) {

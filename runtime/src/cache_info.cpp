@@ -1,3 +1,4 @@
+#include "cache_entry_layout.hpp"
 #include "cache_scan.hpp"
 #include "disk_cache.hpp"
 #include "flashrtc/compiled_kernel.hpp"
@@ -40,7 +41,7 @@ std::size_t cache_entry_count() {
   std::size_t count = 0;
   std::error_code error;
   for (const fs::path& dir : detail::cache_entry_dirs(cache_root()))
-    count += fs::exists(dir / "meta.json", error);
+    count += fs::exists(dir / detail::kMetaFile, error);
   return count;
 }
 

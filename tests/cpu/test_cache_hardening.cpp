@@ -74,6 +74,10 @@ std::vector<std::string> lock_files(const fs::path& root) {
   return found;
 }
 
+// A root without CAP_SETUID (some containers) writes everywhere and cannot become another user: then the
+// read-only cases cannot be staged, and say so instead of failing.
+constexpr const char* kCannotDropRoot = "cannot become nobody";
+
 // Every file and directory under dir without write permission for anyone (and back).
 void set_writable(const fs::path& dir, bool writable) {
   const auto perms = fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
@@ -97,7 +101,7 @@ std::string run_without_write_access(const fs::path& dir, const std::function<st
   if (pid == 0) {
     ::close(out[0]);
     std::string result;
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) result = "cannot become nobody";
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) result = kCannotDropRoot;
     if (result.empty()) {
       try {
         result = body();
@@ -201,6 +205,10 @@ TEST_CASE(
     return out;
   });
   INFO(result);
+  if (result == kCannotDropRoot) {
+    MESSAGE("skipped: running as root without the right to become nobody, nothing here is read-only");
+    return;
+  }
   CHECK(result.find("cached:disk;") != std::string::npos);
   CHECK(result.find("missing:CompileDisallowed;") != std::string::npos);
   CHECK(result.find("unrestricted:compiled:memory;") != std::string::npos);
@@ -240,6 +248,10 @@ TEST_CASE(
           fs::permissions(detail::entry_lock_path(disk.entry_dir(request->inputs)), fs::perms::all);
       });
   INFO(result);
+  if (result == kCannotDropRoot) {
+    MESSAGE("skipped: running as root without the right to become nobody, nothing here is read-only");
+    return;
+  }
   CHECK(result.find("compiled:memory;") != std::string::npos);
   CHECK(result.find("warnings:1;") != std::string::npos);
   CHECK(std::regex_search(result, std::regex("cannot be written \\(cannot create directory .*\\.tmp-.*"
@@ -270,6 +282,10 @@ TEST_CASE("read-only cache: verify, prune and clear report what they cannot remo
     return out.str();
   });
   INFO(result);
+  if (result == kCannotDropRoot) {
+    MESSAGE("skipped: running as root without the right to become nobody, nothing here is read-only");
+    return;
+  }
   CHECK(result.find("verify removed 0 not_removed 1 [" + bad->key + ": the entry digest does not match") !=
         std::string::npos);
   CHECK(std::regex_search(result, std::regex("(Permission denied|Read-only file system)\\]")));
@@ -405,6 +421,15 @@ TEST_CASE("entries: links to endless files, FIFOs and oversized files are bad en
     expect_bad_everywhere(request, entry, std::string(name) + " is not a regular file");
     restore();
   }
+  // What `cache ptx` and `cache show` print is read the same way.
+  CHECK(read_cache_entry_file(entry / "kernel.ptx") == ptx);
+  fs::remove(entry / "kernel.ptx");
+  fs::create_symlink("/dev/zero", entry / "kernel.ptx");
+  const Error refused = test::expect_error([&] { read_cache_entry_file(entry / "kernel.ptx"); });
+  CHECK(refused.code() == ErrorCode::kCacheIo);
+  CHECK(refused.message().find("is a symbolic link") != std::string::npos);
+  fs::remove(entry / "kernel.ptx");
+  test::write_text(entry / "kernel.ptx", ptx);
   // Sparse files over the limits: no disk space, no reading of gigabytes.
   fs::resize_file(entry / "kernel.ptx", detail::kMaxEntryFileBytes + 1);
   expect_bad_everywhere(request, entry, "kernel.ptx is larger than its limit");

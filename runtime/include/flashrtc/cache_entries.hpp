@@ -52,6 +52,11 @@ FLASHRTC_API std::vector<CacheEntry> list_cache_entries();
 /// (naming them).
 FLASHRTC_API CacheEntry find_cache_entry(std::string_view key_prefix);
 
+/// The whole of one file of an entry (e.g. CacheEntry::ptx_path, log_path), read as a load reads it: only a
+/// regular file, not through a symbolic link, at most the cache's size limit. Throws Error(kCacheIo) naming
+/// the file and what is wrong with it.
+FLASHRTC_API std::string read_cache_entry_file(const std::filesystem::path& file);
+
 struct RemovedEntry {
   std::string key, arch;
   std::string reason;  ///< why it goes
