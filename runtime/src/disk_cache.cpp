@@ -32,7 +32,7 @@ std::optional<KernelArtifact> DiskCache::load(const KeyInputs& inputs, std::stri
     why = "meta.json describes another kernel";
   if (problem) *problem = why;
   if (!why.empty()) {
-    if (!problem) log().warn("cache entry {} is unusable ({}): recompiling", dir.string(), why);
+    if (!problem) warn_unusable_entry(dir, why);
     return std::nullopt;
   }
   if (!read.artifact) return std::nullopt;
@@ -48,6 +48,10 @@ fs::path DiskCache::store(const KernelArtifact& artifact) const {
 
 DiskCache::KeyLock::KeyLock(const DiskCache& cache, const KeyInputs& inputs)
     : lock_(entry_lock_path(cache.entry_dir(inputs))) {}
+
+void warn_unusable_entry(const fs::path& entry_dir, const std::string& problem) {
+  log().warn("cache entry {} is unusable ({}): recompiling", entry_dir.string(), problem);
+}
 
 fs::path entry_lock_path(const fs::path& entry_dir) {
   return entry_dir.string() + ".lock";

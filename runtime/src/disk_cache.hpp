@@ -46,6 +46,9 @@ std::filesystem::path entry_lock_path(const std::filesystem::path& entry_dir);
 // Best effort: a read-only cache stays as it is.
 void touch_entry(const std::filesystem::path& entry_dir);
 
+// The warning for a damaged, stale or foreign entry that is about to be recompiled.
+void warn_unusable_entry(const std::filesystem::path& entry_dir, const std::string& problem);
+
 // <cache_dir>/v<kCacheFormatVersion>
 std::filesystem::path disk_cache_root(const std::filesystem::path& cache_dir);
 

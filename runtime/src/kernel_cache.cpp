@@ -110,9 +110,7 @@ KernelArtifact fetch_or_compile(const CompileRequest& request, const std::string
     if (auto hit = disk.load(request.inputs, &problem)) return std::move(*hit);
   }
   if (config.require_cached) throw compile_disallowed(request, key, problem);
-  if (!problem.empty())
-    log().warn("cache entry {} is unusable ({}): recompiling", disk.entry_dir(request.inputs).string(),
-               problem);
+  if (!problem.empty()) warn_unusable_entry(disk.entry_dir(request.inputs), problem);
 
   UnwritableRoots& unwritable = unwritable_roots();
   std::optional<DiskCache::KeyLock> lock;
@@ -128,8 +126,7 @@ KernelArtifact fetch_or_compile(const CompileRequest& request, const std::string
     std::string again;
     if (auto hit = disk.load(request.inputs, &again)) return std::move(*hit);
     if (!again.empty() && again != problem)
-      log().warn("cache entry {} is unusable ({}): recompiling", disk.entry_dir(request.inputs).string(),
-                 again);
+      warn_unusable_entry(disk.entry_dir(request.inputs), again);  // another process damaged it meanwhile
   }
   KernelArtifact artifact = compile(request, key);
   if (lock) {
