@@ -5,7 +5,8 @@
 # Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
 # standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
-# a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes).
+# a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
+# time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -113,4 +114,9 @@ if [[ " $steps " == *" tune "* ]]; then
     "$FR" config "${shape[@]}"
     "$FR" run --batch 2 --heads 16 --seqlen 4096 --head-dim 128 --dtype bf16 --iters 50
   ) 2>&1 | tee "$OUT/tune_d128.log"
+fi
+
+if [[ " $steps " == *" host "* ]]; then
+  "$D/flashrtc_host_bench" 2>&1 | tee "$OUT/host_overhead_cpp.log"
+  python3 "$D/python/host_overhead.py" 2>&1 | tee "$OUT/host_overhead_python.log"
 fi

@@ -61,7 +61,8 @@ int execute_config(const ConfigOptions& o) {
   std::printf("source:     %s (%s)\n", to_string(r.source), r.why.c_str());
   std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld, %s kernels\n", std::string(to_string(query.dtype)).c_str(),
               query.head_dim, std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
-              static_cast<long long>(query.seqlen_kv), to_string(forward_kernel_family(query.dtype)));
+              static_cast<long long>(query.seqlen_kv), r.family->name.c_str());
+  for (const std::string& reason : r.family_passed_over) std::printf("passed over: %s\n", reason.c_str());
   std::printf("device:     %s\n", device.c_str());
   if (r.tuning_key) std::printf("tuning key: %s\n", to_string(*r.tuning_key).c_str());
   if (r.tuned && r.source != ConfigSource::kTuned)

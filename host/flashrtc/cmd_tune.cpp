@@ -76,9 +76,10 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
     std::printf("note:      no GPU used: the published limits of %s%s\n", s.arch.c_str(),
                 o.arch.empty() && arch_override.empty() ? " (assumed; --arch picks another)" : "");
   }
+  s.family = select_kernel_family(Operation::kForward, shape.dtype, static_cast<int>(shape.head_dim), s.arch).family;
   if (!s.gpu_name.empty())
     s.key = make_tuning_key(s.gpu_name, s.arch, shape.dtype, static_cast<int>(shape.head_dim), shape.mask,
-                            shape.seqlen_q, shape.seqlen_kv);
+                            shape.seqlen_q, shape.seqlen_kv, s.family->name);
   return s;
 }
 
@@ -179,14 +180,16 @@ int execute_tune(const TuneOptions& o) {
   const TuneSetup setup = setup_for(o, shape, device);
   const int head_dim = static_cast<int>(shape.head_dim);
   const auto candidates =
-      tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, setup.space, setup.limits);
+      tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, setup.space, setup.limits);
   TuneSetup described = setup;
   described.family_configs =
-      tuning_candidates(shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, TuneSpace::kFull, setup.limits).size();
+      tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv, TuneSpace::kFull,
+                        setup.limits)
+          .size();
   print_setup(described, candidates.size());
   if (candidates.empty())
     throw Error(ErrorCode::kUnsupported, "no configuration of the " +
-                                             std::string(to_string(forward_kernel_family(shape.dtype))) +
+                                             setup.family->name +
                                              " kernels fits " + setup.arch + " at d=" + std::to_string(head_dim));
   std::vector<TuneRow> rows;
   for (const TileConfig& tile : candidates) {

@@ -31,7 +31,7 @@ void print_setup(const TuneSetup& s, std::size_t candidates) {
               std::string(to_string(p.dtype)).c_str(), static_cast<long long>(p.head_dim),
               std::string(to_string(p.mask)).c_str(), static_cast<long long>(p.batch),
               static_cast<long long>(p.heads_q), static_cast<long long>(p.seqlen_q),
-              static_cast<long long>(p.seqlen_kv), s.flops, to_string(forward_kernel_family(p.dtype)));
+              static_cast<long long>(p.seqlen_kv), s.flops, s.family->name.c_str());
   std::printf("space:     %s: %zu of the %zu configurations that fit\n", to_string(s.space), candidates,
               s.family_configs);
   std::printf("device:    %s (%s; %s shared memory per block, %s per SM, %d registers and %d threads per SM)\n",
@@ -125,7 +125,7 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
   const json root = {{"gpu", s.gpu_name},
                      {"arch", s.arch},
                      {"nvrtc", nvrtc_version()},
-                     {"family", to_string(forward_kernel_family(p.dtype))},
+                     {"family", s.family->name},
                      {"dtype", std::string(to_string(p.dtype))},
                      {"head_dim", p.head_dim},
                      {"mask", std::string(to_string(p.mask))},

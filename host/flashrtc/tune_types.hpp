@@ -31,6 +31,7 @@ struct TuneRow {
 struct TuneSetup {
   ForwardParams shape;  ///< the tuned call (pointers are placeholders)
   std::string gpu_name, arch;
+  const KernelFamily* family = nullptr;  ///< the family the call runs on for arch: its tiles are swept
   SmLimits limits;
   TuneSpace space = TuneSpace::kQuick;
   std::size_t family_configs = 0;  ///< configurations of the family that fit (the full space)

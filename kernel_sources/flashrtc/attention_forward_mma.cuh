@@ -14,9 +14,12 @@
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/forward_block.cuh"
+#include "flashrtc/forward_epilogue.cuh"
 #include "flashrtc/forward_params.cuh"
+#include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
 #include "flashrtc/mma_forward_shape.cuh"
+#include "flashrtc/online_softmax.cuh"
 
 namespace flashrtc {
 
@@ -31,14 +34,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   constexpr int kPitch = kShape.pitch_chunks();
   constexpr bool kSwizzle = kShape.swizzled();
   constexpr int kMT = kShape.m_tiles();
-  constexpr int kNT = kBlockN / 8;                     // 8-column tiles of S
+  constexpr int kNT = kBlockN / 8;                    // 8-column tiles of S
   constexpr int kDT = kShape.head_dim_padded() / 8;   // 8-column tiles of O
   constexpr int kKS = kShape.head_dim_padded() / 16;  // k-steps of Q K^T
-  constexpr int kPS = kBlockN / 16;                    // k-steps of P V
+  constexpr int kPS = kBlockN / 16;                   // k-steps of P V
   constexpr bool kQInRegs = kShape.q_in_registers();
   constexpr bool kSkipRescale = kShape.o_floats() >= 128;
-  constexpr bool kCausal = kMask != kernel::Mask::kNone;
-  const float kNegInf = __int_as_float(0xff800000);
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const unsigned q_base = smem_address(smem_raw);
@@ -55,7 +56,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 
   const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
   const long long m0 = block.m0;
-  const long long diag = block.diag;
   const int num_n_blocks = block.num_n_blocks;
   const T* q_ptr = block.q;
   const T* k_ptr = block.k;
@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   // past head_dim read as zeros. Each row is given kLoadSlots threads (chunks rounded up to a power of two;
   // the extra slots idle), so when they divide the block each thread copies one column chunk every kRowStep
   // rows and its addresses advance by constants, without a division per chunk (12-chunk rows at d = 96).
-  auto load_tile = [&](unsigned dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
+  auto load_tile = [&](unsigned dst, const T* src, long long stride_seq, long long row0, long long rows_end,
+                       int rows) {
     const long long left = rows_end - row0;  // rows of the matrix from row0 on
     const int rows_left = left < rows ? static_cast<int>(left) : rows;
     const T* tile_src = src + row0 * stride_seq;
@@ -84,8 +85,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
         const int rr = r + i * kRowStep;
         if (rows % kRowStep != 0 && rr >= rows) break;
         const bool valid = chunk_valid && rr < rows_left;
-        const unsigned d = (kSwizzle && kRowStep % 8 != 0) ? dst + offset(rr, chunk)
-                                                             : dst + offset(r, chunk) + unsigned(i * kRowStep * kPitch * 16);
+        const unsigned d = (kSwizzle && kRowStep % 8 != 0)
+                               ? dst + offset(rr, chunk)
+                               : dst + offset(r, chunk) + unsigned(i * kRowStep * kPitch * 16);
         cp_async_16(d, valid ? row_src : src, valid);
         row_src += step;
       }
@@ -110,16 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     }
   };
 
-  if (num_n_blocks == 0) {  // every row of this block is fully masked: o = 0, lse = -inf
-    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-      const long long row = m0 + c / kChunks;
-      const int chunk = c % kChunks;
-      if (row < p.seqlen_q && chunk * 8 < kHeadDim)
-        *reinterpret_cast<uint4*>(o_ptr + row * p.o_stride_seq + chunk * 8) = make_uint4(0u, 0u, 0u, 0u);
-    }
-    if (lse_ptr)
-      for (int r = tid; r < kBlockM; r += kThreads)
-        if (m0 + r < p.seqlen_q) lse_ptr[m0 + r] = kNegInf;
+  if (num_n_blocks == 0) {
+    store_rows_without_keys<kHeadDim>(block, p, ChunksRoundRobin<kThreads>{});
     return;
   }
 
@@ -156,7 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) m_run[mt][h] = kNegInf, l_run[mt][h] = 0.f;
+    for (int h = 0; h < 2; ++h) m_run[mt][h] = negative_infinity(), l_run[mt][h] = 0.f;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt)
 #pragma unroll
@@ -234,7 +228,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     }
 
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
-    const bool needs_mask = n0 + kBlockN > p.seqlen_kv || (kCausal && n0 + kBlockN - 1 > m0 + diag);
+    // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
+    // registers in the mask at d = 64, measured).
+    const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+    const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -252,7 +249,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
               const long long col = n0 + nt * 8 + 2 * (lane % 4) + i;
-              if (col >= p.seqlen_kv || (kCausal && col > row + diag)) acc_s[mt][nt][2 * h + i] = kNegInf;
+              if (mask.hides(row, col)) acc_s[mt][nt][2 * h + i] = negative_infinity();
             }
         }
     }
@@ -264,27 +261,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float row_max = kNegInf;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) row_max = fmaxf(row_max, fmaxf(acc_s[mt][nt][2 * h], acc_s[mt][nt][2 * h + 1]));
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-        const float m_new = fmaxf(m_run[mt][h], row_max);
-        // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
-        const float m_use = m_new == kNegInf ? 0.f : m_new;
-        alpha[mt][h] = fast_exp2(m_run[mt][h] - m_use);
-        rescale |= m_new != m_run[mt][h];
-        m_run[mt][h] = m_new;
-        float row_sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const float pv = fast_exp2(acc_s[mt][nt][2 * h + i] - m_use);
-            acc_s[mt][nt][2 * h + i] = pv;
-            row_sum += pv;
-          }
-        l_run[mt][h] = l_run[mt][h] * alpha[mt][h] + row_sum;
+        // The lane's scores of row h: columns 2 * (lane % 4) + {0, 1} of each 8-column tile.
+        const SoftmaxStep step = online_softmax_step<4, 2 * kNT>(
+            m_run[mt][h], l_run[mt][h], [&](int j) -> float& { return acc_s[mt][j / 2][2 * h + j % 2]; });
+        alpha[mt][h] = step.alpha;
+        rescale |= step.max_moved;
       }
     // Once the running maxima settle, most tiles change none of them: skip the O rescale (a multiply per
     // accumulator) for the whole warp unless some row's maximum moved. Small O tiles rescale every time: the
@@ -323,25 +304,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with Q and the K/V buffers: the Q tile takes O for coalesced stores
 
-  constexpr float kLn2 = 0.6931471805599453f;
   unsigned char* o_tile = smem_raw;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = l_run[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv_l = l > 0.f ? 1.f / l : 0.f;
+      const float l = row_lanes_sum<4>(l_run[mt][h]);
+      const float inv_l = inverse_row_sum(l);
       const int r = warp_row0 + mt * 16 + lane / 4 + 8 * h;
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
         const unsigned packed = pack2<T>(acc_o[mt][dt][2 * h] * inv_l, acc_o[mt][dt][2 * h + 1] * inv_l);
         *reinterpret_cast<unsigned*>(o_tile + offset(r, dt) + 4 * (lane % 4)) = packed;
       }
-      // log2f, not the approximate __log2f: once per row, and lg2.approx is off by ~2^-22 even at l = 1.
-      if (lse_ptr && lane % 4 == 0 && m0 + r < p.seqlen_q)
-        lse_ptr[m0 + r] = l > 0.f ? (m_run[mt][h] + log2f(l)) * kLn2 : kNegInf;
+      if (lse_ptr && lane % 4 == 0 && m0 + r < p.seqlen_q) lse_ptr[m0 + r] = row_lse(m_run[mt][h], l);
     }
   __syncthreads();
   store_rows(o_tile);

@@ -1,5 +1,6 @@
 #pragma once
-// Forward attention on CUDA cores (any dtype, fp32 arithmetic): FlashAttention-2's loop order.
+// Forward attention on CUDA cores (fp32; fp16 and bf16 run on the tensor-core kernel): FlashAttention-2's
+// loop order.
 //
 // One thread block owns block_m query rows of one (batch, head). It walks the key sequence in tiles of
 // block_n rows: S = Q K^T in registers, online softmax (running max and sum, exp2 with the scale folded in),
@@ -9,18 +10,29 @@
 // Each thread holds a rows_per_thread x cols_per_thread block of S and the matching rows of O; the
 // row_threads threads of one query row sit in one warp, so row max and row sum are warp shuffles.
 #include "flashrtc/cp_async.cuh"
-#include "flashrtc/element_types.cuh"
+#include "flashrtc/float_vectors.cuh"
 #include "flashrtc/forward_block.cuh"
+#include "flashrtc/forward_epilogue.cuh"
 #include "flashrtc/forward_params.cuh"
+#include "flashrtc/mask.cuh"
+#include "flashrtc/online_softmax.cuh"
 #include "flashrtc/simt_forward_shape.cuh"
 
 namespace flashrtc {
+
+template <typename T>
+constexpr bool kIsFloat = false;
+template <>
+constexpr bool kIsFloat<float> = true;
 
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
 // Min one block per SM: without it ptxas caps registers to fit several blocks (168 at 4 warps, 128 at 8) and
 // spills the register tile; shared memory already limits how many blocks share an SM.
 __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const kernel::ForwardParams p) {
-  constexpr SimtForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, int(sizeof(T))};
+  // T stays a template argument so the kernel's name spells its element type like the other families.
+  static_assert(kIsFloat<T>,
+                "the SIMT kernel takes fp32 inputs (fp16 and bf16 run on the tensor-core kernel)");
+  constexpr SimtForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the SIMT forward kernel");
   constexpr int kThreads = kShape.threads();
   constexpr int kRowThreads = kShape.row_threads();
@@ -30,55 +42,41 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   constexpr int kVec = kShape.vec();
   constexpr int kPitch = kShape.row_pitch();
   constexpr int kPPitch = kShape.p_pitch();
-  constexpr int kChunksPerRow = kHeadDim * int(sizeof(T)) / 16;
-  constexpr int kChunkElems = 16 / int(sizeof(T));
-  constexpr bool kCausal = kMask != kernel::Mask::kNone;
-  const float kNegInf = __int_as_float(0xff800000);
+  constexpr int kChunksPerRow = kHeadDim / 4;  // 16-byte chunks
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* q_smem = reinterpret_cast<T*>(smem_raw);
-  T* k_smem = q_smem + kBlockM * kPitch;
-  T* v_smem = k_smem + kStages * kBlockN * kPitch;
+  float* q_smem = reinterpret_cast<float*>(smem_raw);
+  float* k_smem = q_smem + kBlockM * kPitch;
+  float* v_smem = k_smem + kStages * kBlockN * kPitch;
   float* p_smem = reinterpret_cast<float*>(v_smem + kStages * kBlockN * kPitch);
 
   const int tid = threadIdx.x;
   const int tc = tid % kRowThreads;
   const int tr = tid / kRowThreads;
 
-  const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
+  const ForwardBlock<float, kBlockM, kBlockN, kMask> block(p);
   const long long m0 = block.m0;
-  const long long diag = block.diag;
   const int num_n_blocks = block.num_n_blocks;
-  const T* q_ptr = block.q;
-  const T* k_ptr = block.k;
-  const T* v_ptr = block.v;
-  T* o_ptr = block.o;
+  const float* q_ptr = block.q;
+  const float* k_ptr = block.k;
+  const float* v_ptr = block.v;
+  float* o_ptr = block.o;
   float* lse_ptr = block.lse;
 
-  if (num_n_blocks == 0) {  // every row of this block is fully masked: o = 0, lse = -inf
-#pragma unroll
-    for (int i = 0; i < kTM; ++i) {
-      const long long row = m0 + tr * kTM + i;
-      if (row >= p.seqlen_q) continue;
-      float zeros[kVec];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) zeros[e] = 0.f;
-#pragma unroll
-      for (int u = 0; u < kTD / kVec; ++u)
-        store_from_float<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), zeros);
-      if (lse_ptr && tc == 0) lse_ptr[row] = kNegInf;
-    }
+  if (num_n_blocks == 0) {
+    store_rows_without_keys<kHeadDim>(block, p, RowTile<kTM, kRowThreads, kTD / kVec, kVec>{tr * kTM, tc});
     return;
   }
 
-  auto load_rows = [&](T* dst, const T* src, long long stride_seq, long long row0, long long rows_end, int rows) {
+  auto load_rows = [&](float* dst, const float* src, long long stride_seq, long long row0, long long rows_end,
+                       int rows) {
     for (int c = tid; c < rows * kChunksPerRow; c += kThreads) {
       const int r = c / kChunksPerRow;
       const int chunk = c % kChunksPerRow;
       const long long row = row0 + r;
       const bool valid = row < rows_end;
-      const T* src_chunk = valid ? src + row * stride_seq + chunk * kChunkElems : src;
-      cp_async_16(dst + r * kPitch + chunk * kChunkElems, src_chunk, valid);
+      const float* src_chunk = valid ? src + row * stride_seq + chunk * 4 : src;
+      cp_async_16(dst + r * kPitch + chunk * 4, src_chunk, valid);
     }
   };
 
@@ -88,10 +86,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
 #pragma unroll
   for (int s = 0; s < kStages; ++s) {
     if (s < num_n_blocks)
-      load_rows(k_smem + s * kBlockN * kPitch, k_ptr, p.k_stride_seq, static_cast<long long>(s) * kBlockN, p.seqlen_kv, kBlockN);
+      load_rows(k_smem + s * kBlockN * kPitch, k_ptr, p.k_stride_seq, static_cast<long long>(s) * kBlockN,
+                p.seqlen_kv, kBlockN);
     cp_async_commit();
     if (s < num_n_blocks)
-      load_rows(v_smem + s * kBlockN * kPitch, v_ptr, p.v_stride_seq, static_cast<long long>(s) * kBlockN, p.seqlen_kv, kBlockN);
+      load_rows(v_smem + s * kBlockN * kPitch, v_ptr, p.v_stride_seq, static_cast<long long>(s) * kBlockN,
+                p.seqlen_kv, kBlockN);
     cp_async_commit();
   }
 
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   float l_run[kTM];  // this thread's part of the row sum; the row_threads parts are added at the end
 #pragma unroll
   for (int i = 0; i < kTM; ++i) {
-    m_run[i] = kNegInf;
+    m_run[i] = negative_infinity();
     l_run[i] = 0.f;
 #pragma unroll
     for (int d = 0; d < kTD; ++d) o_acc[i][d] = 0.f;
@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
 
   for (int n = 0; n < num_n_blocks; ++n) {
     const int stage = kStages == 1 ? 0 : n % kStages;
-    T* k_stage = k_smem + stage * kBlockN * kPitch;
-    T* v_stage = v_smem + stage * kBlockN * kPitch;
+    float* k_stage = k_smem + stage * kBlockN * kPitch;
+    float* v_stage = v_smem + stage * kBlockN * kPitch;
     const long long n0 = static_cast<long long>(n) * kBlockN;
 
     cp_async_wait<2 * kStages - 1>();
@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
       float qf[kTM][4];
       float kf[kTN][4];
 #pragma unroll
-      for (int i = 0; i < kTM; ++i) load_as_float<4>(q_smem + (tr * kTM + i) * kPitch + k, qf[i]);
+      for (int i = 0; i < kTM; ++i) load_floats<4>(q_smem + (tr * kTM + i) * kPitch + k, qf[i]);
 #pragma unroll
-      for (int t = 0; t < kTN; ++t) load_as_float<4>(k_stage + (tc + t * kRowThreads) * kPitch + k, kf[t]);
+      for (int t = 0; t < kTN; ++t) load_floats<4>(k_stage + (tc + t * kRowThreads) * kPitch + k, kf[t]);
 #pragma unroll
       for (int e = 0; e < 4; ++e)
 #pragma unroll
@@ -141,7 +141,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
     cp_async_commit();
 
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
-    const bool needs_mask = n0 + kBlockN > p.seqlen_kv || (kCausal && n0 + kBlockN - 1 > m0 + diag);
+    // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
+    // registers in the mask at d = 64, measured).
+    const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+    const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
     for (int i = 0; i < kTM; ++i)
 #pragma unroll
@@ -153,34 +156,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
 #pragma unroll
         for (int t = 0; t < kTN; ++t) {
           const long long col = n0 + tc + t * kRowThreads;
-          if (col >= p.seqlen_kv || (kCausal && col > row + diag)) s[i][t] = kNegInf;
+          if (mask.hides(row, col)) s[i][t] = negative_infinity();
         }
       }
     }
 
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-      float row_max = kNegInf;
+      const SoftmaxStep step =
+          online_softmax_step<kRowThreads, kTN>(m_run[i], l_run[i], [&](int t) -> float& { return s[i][t]; });
 #pragma unroll
-      for (int t = 0; t < kTN; ++t) row_max = fmaxf(row_max, s[i][t]);
+      for (int t = 0; t < kTN; ++t) p_smem[(tr * kTM + i) * kPPitch + tc + t * kRowThreads] = s[i][t];
 #pragma unroll
-      for (int offset = kRowThreads / 2; offset > 0; offset /= 2)
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
-      const float m_new = fmaxf(m_run[i], row_max);
-      // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
-      const float m_use = m_new == kNegInf ? 0.f : m_new;
-      const float alpha = fast_exp2(m_run[i] - m_use);
-      m_run[i] = m_new;
-      float row_sum = 0.f;
-#pragma unroll
-      for (int t = 0; t < kTN; ++t) {
-        const float pv = fast_exp2(s[i][t] - m_use);
-        row_sum += pv;
-        p_smem[(tr * kTM + i) * kPPitch + tc + t * kRowThreads] = pv;
-      }
-      l_run[i] = l_run[i] * alpha + row_sum;
-#pragma unroll
-      for (int d = 0; d < kTD; ++d) o_acc[i][d] *= alpha;
+      for (int d = 0; d < kTD; ++d) o_acc[i][d] *= step.alpha;
     }
 
     cp_async_wait<2 * kStages - 1>();  // this V tile has landed
@@ -190,17 +178,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
     for (int j = 0; j < kBlockN; j += 4) {
       float pf[kTM][4];
 #pragma unroll
-      for (int i = 0; i < kTM; ++i) load_as_float<4>(p_smem + (tr * kTM + i) * kPPitch + j, pf[i]);
+      for (int i = 0; i < kTM; ++i) load_floats<4>(p_smem + (tr * kTM + i) * kPPitch + j, pf[i]);
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj) {
 #pragma unroll
         for (int u = 0; u < kTD / kVec; ++u) {
           float vf[kVec];
-          load_as_float<kVec>(v_stage + (j + jj) * kPitch + kVec * (tc + u * kRowThreads), vf);
+          load_floats<kVec>(v_stage + (j + jj) * kPitch + kVec * (tc + u * kRowThreads), vf);
 #pragma unroll
           for (int i = 0; i < kTM; ++i)
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) o_acc[i][u * kVec + e] = fmaf(pf[i][jj], vf[e], o_acc[i][u * kVec + e]);
+            for (int e = 0; e < kVec; ++e)
+              o_acc[i][u * kVec + e] = fmaf(pf[i][jj], vf[e], o_acc[i][u * kVec + e]);
         }
       }
     }
@@ -211,24 +200,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   }
   cp_async_wait<0>();
 
-  constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int i = 0; i < kTM; ++i) {
-    float l = l_run[i];
-#pragma unroll
-    for (int offset = kRowThreads / 2; offset > 0; offset /= 2) l += __shfl_xor_sync(0xffffffffu, l, offset);
+    const float l = row_lanes_sum<kRowThreads>(l_run[i]);
     const long long row = m0 + tr * kTM + i;
     if (row >= p.seqlen_q) continue;
-    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    const float inv_l = inverse_row_sum(l);
 #pragma unroll
     for (int u = 0; u < kTD / kVec; ++u) {
       float out[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e) out[e] = o_acc[i][u * kVec + e] * inv_l;
-      store_from_float<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), out);
+      store_floats<kVec>(o_ptr + row * p.o_stride_seq + kVec * (tc + u * kRowThreads), out);
     }
-    // log2f, not the approximate __log2f: once per row, and lg2.approx is off by ~2^-22 even at l = 1.
-    if (lse_ptr && tc == 0) lse_ptr[row] = l > 0.f ? (m_run[i] + log2f(l)) * kLn2 : kNegInf;
+    if (lse_ptr && tc == 0) lse_ptr[row] = row_lse(m_run[i], l);
   }
 }
 

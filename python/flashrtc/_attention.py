@@ -1,13 +1,19 @@
-"""flashrtc.attention: argument checks and marshalling into one flashrtc_attention_forward call."""
+"""flashrtc.attention: argument checks and marshalling into one flashrtc_attention_forward call.
+
+Two paths to the same struct. prepare() checks everything and builds it: every call of non-torch tensors, and
+the first call of each torch signature. A torch call whose outputs flashrtc allocates on the current stream,
+with a signature seen before (dtypes, shapes, strides, devices, options: everything the checks and the
+struct depend on), copies that signature's struct and fills in only the pointers and the stream.
+"""
 from __future__ import annotations
 
 import math
 from typing import NamedTuple, Optional
 
 from . import _library
-from ._errors import InvalidArgumentError, UnsupportedError, error_for_status
+from ._errors import InvalidArgumentError, error_for_status
 from ._streams import dlpack_stream, stream_handle
-from ._tensors import KIND_CAI, KIND_TORCH, TensorView, cai_stream, kind_of, view
+from ._tensors import KIND_CAI, KIND_TORCH, TensorView, _torch_types, cai_stream, kind_of, view
 
 # Which dimension of a 4-d tensor is batch, sequence, head and head dim.
 LAYOUTS = {"bhnd": (0, 2, 1, 3), "bnhd": (0, 1, 2, 3)}
@@ -15,6 +21,12 @@ _LAYOUT_TEXT = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]"}
 _CAUSAL = {False: _library.MASK_NONE, True: _library.MASK_CAUSAL_TOP_LEFT,
            "top-left": _library.MASK_CAUSAL_TOP_LEFT, "bottom-right": _library.MASK_CAUSAL_BOTTOM_RIGHT}
 _TILE_FIELDS = ("block_m", "block_n", "warps", "stages")
+_FLOAT32_MAX = 3.4028234663852886e38
+# Option types whose equal values mean the same call (True == 1 == 1.0 as dict keys: a float causal or a
+# bool scale must not find the entry of a valid call).
+_CAUSAL_KEY_TYPES = (bool, int, str)
+_SCALE_KEY_TYPES = (type(None), float, int)
+_MAX_SIGNATURES = 1024  # a bound on the cache for callers with ever-changing shapes
 
 
 def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_lse: bool = False,
@@ -45,16 +57,32 @@ def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_ls
     LibraryNotFoundError when libflashrtc.so cannot be loaded, and the FlashrtcError subclass of the C
     API's status otherwise (NoDeviceError, NvrtcError with the compile log, DriverError, ...).
     """
+    if (lse_out is None and stream is None and config is None and _torch_types.get(type(q))
+            and type(k) is type(q) and type(v) is type(q) and q.is_cuda and k.is_cuda and v.is_cuda
+            and (out is None or type(out) is type(q) and out.is_cuda) and type(causal) in _CAUSAL_KEY_TYPES
+            and type(scale) in _SCALE_KEY_TYPES and type(layout) is str):
+        key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
+               q.get_device(), k.get_device(), v.get_device(), causal, scale, bool(return_lse), layout,
+               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()))
+        signature = _signatures.get(key)
+        if signature is not None and not (signature.torch.is_grad_enabled()
+                                          and (q.requires_grad or k.requires_grad or v.requires_grad)):
+            return signature.run(q, k, v, out)
+    else:
+        key = None
     call = prepare(q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout, config=config,
                    out=out, lse_out=lse_out, stream=stream)
     launch(call)
+    if key is not None:
+        if len(_signatures) >= _MAX_SIGNATURES:
+            _signatures.clear()
+        _signatures[key] = _Signature(call, bool(return_lse))
     return (call.out, call.lse) if return_lse else call.out
 
 
 class Call(NamedTuple):
     """A checked call: the C struct and what keeps its memory alive until the launch returns."""
     params: _library.ForwardParams
-    scale: Optional[float]  # None: the default, through the plain entry point
     out: object
     lse: object
     views: tuple            # holds DLPack capsules
@@ -68,10 +96,7 @@ def prepare(q, k, v, *, causal=False, scale=None, return_lse=False, layout="bhnd
         raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
     mask = _mask(causal)
     tile = _tile(config)
-    if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) and not hasattr(scale, "__float__"):
-            raise TypeError(f"scale: expected a number, got {type(scale).__qualname__}")
-        scale = float(scale)
+    scale = _scale(scale)
 
     kinds = [kind_of(x) for x in (q, k, v)]
     torch_mode = kinds[0] == KIND_TORCH
@@ -114,45 +139,117 @@ def prepare(q, k, v, *, causal=False, scale=None, return_lse=False, layout="bhnd
         raise InvalidArgumentError("out is read-only")
     _check_same_device((("q", qv), ("out", ov.view)) + ((("lse_out", lv.view),) if lv else ()))
 
-    library = _library.load()
-    if scale is not None and library.forward_with_scale is None and not (scale > 0 and math.isfinite(scale)):
-        raise UnsupportedError(f"scale={scale}: {library.path} predates flashrtc_attention_forward_with_scale "
-                               "and takes only positive scales; rebuild it")
-
-    p = _library.ForwardParams()
+    p = _library.load().new_params()
     p.dtype = _library.DTYPES[qv.dtype]
     p.batch, p.seqlen_q, p.seqlen_kv = batch, seqlen_q, seqlen_kv
     p.heads_q, p.heads_kv, p.head_dim = heads_q, heads_kv, head_dim
     p.q, p.k, p.v, p.o = (_tensor_struct(t, layout) for t in (qv, kv, vv, ov.view))
     p.lse = lv.view.ptr if lv else None
-    p.softmax_scale = scale if scale is not None and library.forward_with_scale is None else 0.0
+    if scale is not None:
+        p.softmax_scale, p.has_softmax_scale = scale, 1
     p.mask = mask
     p.stream = handle or None
     p.block_m, p.block_n, p.warps, p.stages = tile
     views = (qv, kv, vv, ov.view) + ((lv.view,) if lv else ())
-    return Call(p, scale if library.forward_with_scale else None, ov.obj, lv.obj if lv else None, views,
-                qv.device if torch_mode else None)
+    return Call(p, ov.obj, lv.obj if lv else None, views, qv.device if torch_mode else None)
 
 
 def launch(call: Call) -> None:
     """Calls the C API; raises the FlashrtcError subclass of a failed status with flashrtc's message."""
     library = _library.load()
-    if call.torch_device is not None:
-        import torch  # present: the inputs are torch tensors
-        if torch.cuda.current_device() != call.torch_device:
-            with torch.cuda.device(call.torch_device):  # flashrtc launches in the current device's context
-                return _checked(library, call)
-    _checked(library, call)
+    device = call.torch_device
+    if device is not None:
+        torch = _torch_api()
+        if torch.current_device() != device:
+            with torch.device_guard(device):  # flashrtc launches in the current device's context
+                return _checked(library, library.forward(call.params))
+    _checked(library, library.forward(call.params))
 
 
-def _checked(library, call: Call) -> None:
-    params = call.params
-    if call.scale is None:
-        status = library.forward(params)
-    else:
-        status = library.forward_with_scale(params, call.scale)
+def _checked(library, status: int) -> None:
     if status != 0:
         raise error_for_status(status, library.last_error().decode(errors="replace"))
+
+
+class _TorchApi(NamedTuple):
+    """The torch functions a call uses, looked up once (torch is imported by then: its tensors are here)."""
+    empty_like: object
+    empty: object
+    float32: object
+    is_grad_enabled: object
+    current_device: object          # () -> index
+    current_raw_stream: object      # (index) -> CUstream handle
+    device_guard: object            # torch.cuda.device
+
+
+_torch_api_cache: list = []
+
+
+def _torch_api() -> _TorchApi:
+    if _torch_api_cache:
+        return _torch_api_cache[0]
+    import torch  # only reached with torch tensors in hand
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # skips building a Stream object per call
+    if raw is None:
+        def raw(index):
+            return torch.cuda.current_stream(index).cuda_stream
+    api = _TorchApi(torch.empty_like, torch.empty, torch.float32, torch.is_grad_enabled,
+                    getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device), raw, torch.cuda.device)
+    _torch_api_cache.append(api)
+    return api
+
+
+class _Signature:
+    """A prepared torch call for one signature: a repeated call copies its struct and fills in the pointers
+    of its tensors (out's too, when given), of outputs allocated as the first call allocated them
+    (empty_like(q) depends only on q's signature, so the strides in the struct stay right), and the current
+    stream."""
+    __slots__ = ("template", "copy", "torch", "library", "forward", "device", "lse_shape", "lse_device",
+                 "return_lse")
+
+    def __init__(self, call: Call, return_lse: bool):
+        library = _library.load()
+        self.template = call.params
+        self.copy = type(call.params).from_buffer_copy
+        self.torch = _torch_api()
+        self.library = library
+        self.forward = library.forward
+        self.device = call.torch_device
+        self.lse_shape = tuple(call.lse.shape) if call.lse is not None else None
+        self.lse_device = call.lse.device if call.lse is not None else None
+        self.return_lse = return_lse
+
+    def run(self, q, k, v, out):
+        torch = self.torch
+        o = torch.empty_like(q) if out is None else out
+        p = self.copy(self.template)
+        p.q.data = q.data_ptr()
+        p.k.data = k.data_ptr()
+        p.v.data = v.data_ptr()
+        p.o.data = o.data_ptr()
+        lse = None
+        if self.lse_shape is not None:
+            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.lse_device)
+            p.lse = lse.data_ptr()
+        device = self.device
+        p.stream = torch.current_raw_stream(device)
+        if torch.current_device() != device:
+            with torch.device_guard(device):
+                status = self.forward(p)
+        else:
+            status = self.forward(p)
+        if status != 0:
+            _checked(self.library, status)
+        return (o, lse) if self.return_lse else o
+
+
+_signatures: dict = {}
+
+
+def reset_caches() -> None:
+    """Forgets the signatures and the torch lookups (for tests that swap torch)."""
+    _signatures.clear()
+    _torch_api_cache.clear()
 
 
 def _mask(causal) -> int:
@@ -190,14 +287,27 @@ def _tile(config) -> tuple:
     return values
 
 
+def _scale(scale) -> Optional[float]:
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) and not hasattr(scale, "__float__"):
+        raise TypeError(f"scale: expected a number, got {type(scale).__qualname__}")
+    try:
+        value = float(scale)
+    except OverflowError:  # an int beyond any float
+        value = None
+    if value is None or math.isfinite(value) and abs(value) > _FLOAT32_MAX:  # inf and NaN: the library names them
+        raise InvalidArgumentError(f"scale={scale!r}: out of float32's range [-{_FLOAT32_MAX:g}, {_FLOAT32_MAX:g}]")
+    return value
+
+
 def _resolve_stream(stream, q, kinds, torch_mode) -> int:
     if stream is not None:
         return stream_handle(stream)
     if torch_mode and q.device.type == "cuda":  # a CPU q is reported by its view, with a clearer message
-        import torch
-        return torch.cuda.current_stream(q.device).cuda_stream
+        return _torch_api().current_raw_stream(q.get_device())
     if kinds[0] == KIND_CAI:
-        named = cai_stream(q)
+        named = cai_stream("q", q)
         if named is not None:
             return named
     return 0

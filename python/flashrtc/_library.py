@@ -26,18 +26,19 @@ class Tensor(ctypes.Structure):
 
 
 class ForwardParams(ctypes.Structure):
-    """flashrtc_forward_params; ctypes applies the C layout rules, and the tests pin size and offsets on
-    both sides (tests/cpu/test_runtime_validation.cpp and python/tests)."""
-    _fields_ = [("dtype", ctypes.c_int32),
+    """flashrtc_forward_params, the layout this binding was written for (struct_size says so to the library,
+    which defaults any later field); ctypes applies the C layout rules, and the tests pin size and offsets on
+    both sides (tests/cpu/test_c_api.cpp and python/tests)."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
                 ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_kv", ctypes.c_int64),
                 ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
                 ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor),
                 ("lse", ctypes.c_void_p),
-                ("softmax_scale", ctypes.c_float),
+                ("softmax_scale", ctypes.c_float), ("has_softmax_scale", ctypes.c_int32),
                 ("mask", ctypes.c_int32),
-                ("stream", ctypes.c_void_p),
                 ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
-                ("stages", ctypes.c_int32)]
+                ("stages", ctypes.c_int32),
+                ("stream", ctypes.c_void_p)]
 
 
 # flashrtc_dtype and flashrtc_mask.
@@ -64,16 +65,20 @@ class Library:
         self.path = path
         self.cdll = cdll
         params = ctypes.POINTER(ForwardParams)
+        if not hasattr(cdll, "flashrtc_forward_params_init_sized") and hasattr(cdll, "flashrtc_attention_forward"):
+            raise AttributeError("an older flashrtc, built before the sized params struct "
+                                 "(flashrtc_forward_params_init_sized); rebuild it")
         self.forward = self._function("flashrtc_attention_forward", ctypes.c_int, [params])
-        self.params_init = self._function("flashrtc_forward_params_init", None, [params])
+        params_init = self._function("flashrtc_forward_params_init_sized", None, [params, ctypes.c_uint32])
+        self._defaults = ForwardParams()
+        params_init(self._defaults, ctypes.sizeof(ForwardParams))
         self.last_error = self._function("flashrtc_last_error", ctypes.c_char_p, [])
         self.status_name = self._function("flashrtc_status_name", ctypes.c_char_p, [ctypes.c_int])
         self.version = self._function("flashrtc_version", ctypes.c_char_p, [])
-        # Newer than the rest: a library built before it lacks the symbol and serves only default or
-        # positive scales (attention() says so when asked for another).
-        self.forward_with_scale = (
-            self._function("flashrtc_attention_forward_with_scale", ctypes.c_int, [params, ctypes.c_float])
-            if hasattr(cdll, "flashrtc_attention_forward_with_scale") else None)
+
+    def new_params(self) -> ForwardParams:
+        """A struct with the library's defaults for this binding's layout."""
+        return ForwardParams.from_buffer_copy(self._defaults)
 
     def _function(self, name, restype, argtypes):
         function = getattr(self.cdll, name)
@@ -90,6 +95,9 @@ def load() -> Library:
     """The library, loaded on first use from the first candidate that loads. Raises LibraryNotFoundError
     listing each candidate and why it failed; a later call tries again (the environment may have changed)."""
     global _loaded
+    loaded = _loaded  # once loaded, never replaced: no lock on the per-call path
+    if loaded is not None:
+        return loaded
     with _lock:
         if _loaded is not None:
             return _loaded
@@ -107,7 +115,7 @@ def load() -> Library:
             try:
                 _loaded = Library(candidate, cdll)
             except AttributeError as e:
-                failures.append(f"  {candidate}: not a flashrtc library ({e})")
+                failures.append(f"  {candidate}: not a usable flashrtc library ({e})")
                 continue
             return _loaded
         raise LibraryNotFoundError(

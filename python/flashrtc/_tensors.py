@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 from typing import NamedTuple, Optional, Tuple
 
+from . import _bounds
 from ._errors import InvalidArgumentError
 
 KIND_TORCH, KIND_CAI, KIND_DLPACK = "torch", "__cuda_array_interface__", "DLPack"
@@ -22,13 +23,20 @@ class TensorView(NamedTuple):
     keepalive: object = None      # the DLPack capsule, held until the call returns
 
 
-def is_torch_tensor(x) -> bool:
-    """A torch.Tensor or a subclass, recognised without importing torch."""
-    return any(cls.__name__ == "Tensor" and cls.__module__ == "torch" for cls in type(x).__mro__)
+def is_torch_tensor_type(cls: type) -> bool:
+    """torch.Tensor or a subclass, recognised without importing torch."""
+    return any(c.__name__ == "Tensor" and c.__module__ == "torch" for c in cls.__mro__)
+
+
+_torch_types: dict = {}  # type -> whether it is a torch tensor type (the MRO walk, once per type)
 
 
 def kind_of(x) -> Optional[str]:
-    if is_torch_tensor(x):
+    cls = type(x)
+    torch_type = _torch_types.get(cls)
+    if torch_type is None:
+        torch_type = _torch_types.setdefault(cls, is_torch_tensor_type(cls))
+    if torch_type:
         return KIND_TORCH
     if hasattr(x, "__cuda_array_interface__"):
         return KIND_CAI
@@ -63,29 +71,42 @@ _TYPESTR = {"<f4": "float32", "<f2": "float16"}
 
 
 def _from_cai(name, x) -> TensorView:
-    cai = x.__cuda_array_interface__
-    shape = tuple(int(n) for n in cai["shape"])
-    typestr = cai["typestr"]
+    cai = _cai_dict(name, x)
+    shape = _bounds.shape(cai.get("shape"), f"{name}.shape")
+    typestr = cai.get("typestr")
+    if not isinstance(typestr, str):
+        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ typestr={typestr!r} is not a string")
     dtype = _TYPESTR.get(typestr, f"typestr {typestr!r}")
-    itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+    itemsize = int(typestr[2:]) if typestr[2:].isdigit() and len(typestr) < 8 else 1
     if cai.get("mask") is not None:
         raise InvalidArgumentError(f"{name}: masked arrays are not supported")
-    ptr, readonly = cai["data"]
+    data = cai.get("data")
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ data={data!r}: expected (pointer, "
+                                   "read-only flag)")
+    ptr = _bounds.pointer(data[0] or 0, f"{name}.data")
     if cai.get("strides") is None:
         strides = _row_major(shape)
     else:
-        byte_strides = tuple(int(s) for s in cai["strides"])
+        byte_strides = _bounds.strides(cai["strides"], f"{name}.strides", len(shape))
         if any(s % itemsize for s in byte_strides):
             raise InvalidArgumentError(f"{name}: byte strides {byte_strides} are not multiples of the "
                                        f"element size {itemsize}")
         strides = tuple(s // itemsize for s in byte_strides)
-    return TensorView(int(ptr or 0), shape, strides, dtype, None, KIND_CAI, bool(readonly))
+    return TensorView(ptr, shape, strides, dtype, None, KIND_CAI, bool(data[1]))
 
 
-def cai_stream(x) -> Optional[int]:
+def _cai_dict(name, x) -> dict:
+    cai = x.__cuda_array_interface__
+    if not isinstance(cai, dict):
+        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ is a {type(cai).__qualname__}, not a dict")
+    return cai
+
+
+def cai_stream(name, x) -> Optional[int]:
     """The stream a v3 __cuda_array_interface__ says its data is ready on, else None."""
-    stream = x.__cuda_array_interface__.get("stream")
-    return None if stream is None else int(stream)
+    stream = _cai_dict(name, x).get("stream")
+    return None if stream is None else _bounds.pointer(stream, f"{name}.__cuda_array_interface__['stream']")
 
 
 class _DLDevice(ctypes.Structure):
@@ -131,12 +152,17 @@ def _from_dlpack(name, x, stream) -> TensorView:
     if t.device.device_type not in (DL_CUDA, DL_CUDA_MANAGED):
         raise InvalidArgumentError(f"{name} is a DLPack tensor on device type {t.device.device_type}: "
                                    "flashrtc needs CUDA tensors")
-    shape = tuple(t.shape[i] for i in range(t.ndim))
-    strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else _row_major(shape)
+    ndim = t.ndim
+    if ndim < 0 or ndim > _bounds.MAX_NDIM:  # before reading the shape array, which has ndim entries
+        raise InvalidArgumentError(f"{name}: DLPack ndim={ndim}: out of range [0, {_bounds.MAX_NDIM}]")
+    if ndim and not t.shape:
+        raise InvalidArgumentError(f"{name}: DLPack ndim={ndim} with a null shape array")
+    shape = _bounds.shape(t.shape[:ndim] if ndim else (), f"{name}.shape")  # int64 by type: checks >= 0
+    strides = tuple(t.strides[:ndim]) if t.strides and ndim else _row_major(shape)
     dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
     dtype = dtype or f"DLPack dtype (code {t.dtype.code}, bits {t.dtype.bits}, lanes {t.dtype.lanes})"
-    return TensorView((t.data or 0) + t.byte_offset, shape, strides, dtype, t.device.device_id, KIND_DLPACK,
-                      keepalive=capsule)
+    ptr = _bounds.pointer((t.data or 0) + t.byte_offset, f"{name}.data + byte_offset")
+    return TensorView(ptr, shape, strides, dtype, t.device.device_id, KIND_DLPACK, keepalive=capsule)
 
 
 def _row_major(shape) -> Tuple[int, ...]:

@@ -7,15 +7,19 @@ Without FLASHRTC_LIBRARY the tests that need the library are skipped.
 """
 import ctypes
 import itertools
+import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 from pathlib import Path
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PYTHON_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
 from flashrtc import _attention, _library  # noqa: E402
 from flashrtc._tensors import DLTensor  # noqa: E402
@@ -161,13 +165,20 @@ class ImportAndLibrarySearch(unittest.TestCase):
 
 
 class StructLayout(unittest.TestCase):
-    def test_matches_the_c_header(self):  # the same numbers as tests/cpu/test_runtime_validation.cpp
+    def test_matches_the_c_header(self):  # the same numbers as tests/cpu/test_c_api.cpp
         P = _library.ForwardParams
         self.assertEqual(ctypes.sizeof(_library.Tensor), 40)
-        self.assertEqual(ctypes.sizeof(P), 256)
-        offsets = {"batch": 8, "head_dim": 48, "q": 56, "o": 176, "lse": 216, "softmax_scale": 224, "mask": 228,
-                   "stream": 232, "block_m": 240, "stages": 252}
+        self.assertEqual(ctypes.sizeof(P), 264)
+        offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "head_dim": 48, "q": 56, "o": 176, "lse": 216,
+                   "softmax_scale": 224, "has_softmax_scale": 228, "mask": 232, "block_m": 236, "stages": 248,
+                   "stream": 256}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
+    @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+    def test_the_library_fills_the_size_and_defaults(self):
+        p = _library.load().new_params()
+        self.assertEqual(p.struct_size, ctypes.sizeof(_library.ForwardParams))
+        self.assertEqual((p.q.stride_dim, p.o.stride_dim, p.has_softmax_scale, p.softmax_scale), (1, 1, 0, 0.0))
 
 
 class ArgumentErrors(unittest.TestCase):
@@ -227,8 +238,7 @@ class ArgumentErrors(unittest.TestCase):
             flashrtc.attention(q, k, v, out=o, scale="0.5")
         with self.assertRaisesRegex(TypeError, "stream"):
             flashrtc.attention(q, k, v, out=o, stream="default")
-        with self.assertRaisesRegex(ValueError, "negative"):
-            flashrtc.attention(q, k, v, out=o, stream=-1)
+        self.invalid("stream=-1: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
 
     def test_outputs_of_non_torch_inputs_must_be_given(self):
         q, k, v, o = qkvo()
@@ -248,6 +258,87 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("not multiples of the element size 2", FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128, 3)),
                      k, v, out=o)
         self.invalid("masked arrays", FakeCai((2, 4, 64, 64), mask=object()), k, v, out=o)
+
+
+class ForeignBounds(unittest.TestCase):
+    """What a producer or caller reports is range-checked before it is read or stored in a C field: ctypes
+    would truncate silently (2^64 + 1 to 1, -16 to 2^64 - 16)."""
+
+    def invalid(self, fragments, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        for fragment in fragments:
+            self.assertIn(fragment, str(caught.exception))
+
+    def test_a_huge_dlpack_ndim_is_refused_before_its_shape_is_read(self):
+        q, k, v, o = qkvo()
+        liar = FakeDLPack((2, 4, 64, 64))
+        liar.managed.dl_tensor.ndim = 100000  # its shape array has 4 entries
+        started = time.monotonic()
+        self.invalid(["q: DLPack ndim=100000: out of range [0, 64]"], liar, k, v, out=o)
+        self.assertLess(time.monotonic() - started, 1.0)
+        liar.managed.dl_tensor.ndim = -1
+        self.invalid(["q: DLPack ndim=-1: out of range [0, 64]"], liar, k, v, out=o)
+
+    def test_dlpack_negative_extents_and_null_shapes(self):
+        q, k, v, o = qkvo()
+        self.invalid(["k.shape[2]=-5: out of range [0, 9223372036854775807]"], q,
+                     FakeDLPack((2, 2, -5, 64)), v, out=o)
+        null_shape = FakeDLPack((2, 4, 64, 64))
+        null_shape.managed.dl_tensor.shape = None
+        self.invalid(["q: DLPack ndim=4 with a null shape array"], null_shape, k, v, out=o)
+
+    def test_shapes_beyond_int64(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.shape[2]=18446744073709551617: out of range [0, 9223372036854775807]"],
+                     FakeCai((2, 4, 2 ** 64 + 1, 64)), k, v, out=o)
+        self.invalid(["v.shape[0]=-1"], q, k, FakeCai((-1, 2, 128, 64)), out=o)
+        self.invalid(["q.shape[1]=4.0: expected an integer"], FakeCai((2, 4.0, 64, 64)), k, v, out=o)
+        no_shape = FakeCai((2, 4, 64, 64))
+        no_shape.interface["shape"] = None
+        self.invalid(["q.shape=None: expected a sequence of integers"], no_shape, k, v, out=o)
+
+    def test_pointers_outside_the_address_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.data=-16: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
+                     k, v, out=o)
+        self.invalid(["out.data=18446744073709551616"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        unaligned = FakeDLPack((2, 4, 64, 64), byte_offset=2 ** 64 - 1)
+        self.invalid(["q.data + byte_offset="], unaligned, k, v, out=o)
+
+    def test_streams_outside_the_handle_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["stream=1180591620717411303424: out of range [0, 18446744073709551615]"], q, k, v, out=o,
+                     stream=2 ** 70)
+
+        class HugeTorchLikeStream:
+            cuda_stream = 2 ** 70
+
+        self.invalid(["stream.cuda_stream=1180591620717411303424"], q, k, v, out=o, stream=HugeTorchLikeStream())
+        named = FakeCai((2, 4, 64, 64), stream=2 ** 70)
+        self.invalid(["q.__cuda_array_interface__['stream']=1180591620717411303424"], named, k, v, out=o)
+
+    def test_strides_of_the_wrong_length_or_range(self):
+        q, k, v, o = qkvo()
+        self.invalid(["q.strides has 3 entries for 4 dims"], FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128)),
+                     k, v, out=o)
+        self.invalid(["k.strides[0]=9223372036854775808: out of range"], q,
+                     FakeCai((2, 2, 128, 64), strides=(2 ** 63, 128, 16384, 2)), v, out=o)
+        self.invalid(["v.strides=5: expected a sequence"], q, k, FakeCai((2, 2, 128, 64), strides=5), out=o)
+
+    def test_malformed_interfaces(self):
+        q, k, v, o = qkvo()
+        broken = FakeCai((2, 4, 64, 64))
+        broken.interface["data"] = 0x7F0000000000
+        self.invalid(["q: __cuda_array_interface__ data="], broken, k, v, out=o)
+        broken = FakeCai((2, 4, 64, 64))
+        broken.interface["typestr"] = None
+        self.invalid(["typestr=None"], broken, k, v, out=o)
+
+    def test_scales_beyond_float32(self):
+        q, k, v, o = qkvo()
+        for scale in (1e39, -1e300, 2 ** 2000):
+            self.invalid(["out of float32's range"], q, k, v, out=o, scale=scale)
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
@@ -292,10 +383,11 @@ class Marshalling(unittest.TestCase):
         for config in ((128, 64, 8, 2), {"block_m": 128, "block_n": 64, "warps": 8, "stages": 2}):
             p = _attention.prepare(q, k, v, out=o, config=config).params
             self.assertEqual((p.block_m, p.block_n, p.warps, p.stages), (128, 64, 8, 2))
-        call = _attention.prepare(q, k, v, out=o)
-        self.assertIsNone(call.scale)  # the default, through the plain entry point
-        call = _attention.prepare(q, k, v, out=o, scale=-0.5)
-        self.assertEqual(call.scale, -0.5)
+        p = _attention.prepare(q, k, v, out=o).params
+        self.assertEqual((p.has_softmax_scale, p.softmax_scale), (0, 0.0))  # the default, 1/sqrt(d)
+        for scale in (-0.5, 0, 0.0, 3):
+            p = _attention.prepare(q, k, v, out=o, scale=scale).params
+            self.assertEqual((p.has_softmax_scale, p.softmax_scale), (1, scale))
         lse = lse_for()
         call = _attention.prepare(q, k, v, out=o, lse_out=lse)
         self.assertEqual(call.params.lse, lse.interface["data"][0])
@@ -314,6 +406,14 @@ class Marshalling(unittest.TestCase):
         named = FakeCai((2, 4, 64, 64), stream=0x5550)  # the producer's stream, from the interface
         self.assertEqual(_attention.prepare(named, k, v, out=o).params.stream, 0x5550)
 
+        class ProtocolStream:  # the CUDA stream protocol
+            def __cuda_stream__(self):
+                return (0, 0x6660)
+
+        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=ProtocolStream()).params.stream, 0x6660)
+        with fake_torch.installed() as torch:  # a plain torch.Stream: its handle through torch.cuda.Stream
+            self.assertEqual(_attention.prepare(q, k, v, out=o, stream=torch.Stream(7)).params.stream, 0x5007)
+
     def test_dlpack(self):
         shape_q, shape_kv = (2, 4, 64, 64), (2, 2, 128, 64)
         q = FakeDLPack(shape_q, byte_offset=256)
@@ -328,6 +428,147 @@ class Marshalling(unittest.TestCase):
         strided = FakeDLPack(shape_q, strides=(64 * 4 * 64, 64, 4 * 64, 1))  # [B, N, H, d] memory as [B, H, N, d]
         p = _attention.prepare(strided, k, v, out=o).params
         self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (64 * 4 * 64, 4 * 64, 64))
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class TorchSignatureCache(unittest.TestCase):
+    """Repeated torch calls (fake_torch.py) reuse their signature's struct: what reaches the C function must
+    be what a fresh prepare() builds, with this call's pointers and stream, and nothing a changed signature
+    or option needs may be skipped."""
+
+    def setUp(self):
+        self.library = _library.load()
+        self.structs = []  # (bytes of the struct, torch's current device during the call)
+        self.status = 0  # what the recorded "C call" returns
+
+        def recorder(p):
+            self.structs.append((bytes(p), self.torch.state["device"]))
+            return self.status
+
+        self.installed = fake_torch.installed()
+        self.torch = self.installed.__enter__()
+        self.library.forward = recorder
+        self.signatures = _attention._signatures
+
+    def tearDown(self):
+        del self.library.forward  # the instance attribute shadowed the class's; back to the C function
+        self.installed.__exit__(None, None, None)
+
+    def last(self):
+        return _library.ForwardParams.from_buffer_copy(self.structs[-1][0])
+
+    def expected(self, *args, **kwargs):
+        """The struct prepare() builds for this call, with the outputs' pointers of the last launch."""
+        return bytes(_attention.prepare(*args, **kwargs).params)
+
+    def same_but_pointers(self, got, want):
+        got, want = _library.ForwardParams.from_buffer_copy(got), _library.ForwardParams.from_buffer_copy(want)
+        for p in (got, want):
+            p.q.data = p.k.data = p.v.data = p.o.data = p.lse = p.stream = None
+        self.assertEqual(bytes(got), bytes(want))
+
+    def test_a_repeated_call_fills_in_only_pointers_and_stream(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        o1 = flashrtc.attention(q, k, v)
+        first = self.structs[-1][0]
+        self.assertEqual(len(self.signatures), 1)
+        torch.state["streams"][0] = 0xABC0
+        q2, k2, v2 = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        o2, lse = flashrtc.attention(q2, k2, v2, return_lse=True)
+        o3, lse3 = flashrtc.attention(q2, k2, v2, return_lse=True)
+        self.assertEqual(len(self.signatures), 2)  # return_lse is part of the signature
+        p = self.last()
+        self.assertEqual((p.q.data, p.k.data, p.v.data), (q2.data_ptr(), k2.data_ptr(), v2.data_ptr()))
+        self.assertEqual((p.o.data, p.lse, p.stream), (o3.data_ptr(), lse3.data_ptr(), 0xABC0))
+        self.assertEqual((lse3.shape, lse3.dtype.name, o3.stride()), ((1, 2, 5), "float32", q2.stride()))
+        self.assertNotEqual(o2.data_ptr(), o3.data_ptr())  # fresh outputs per call
+        self.same_but_pointers(first, self.expected(q, k, v, out=o1))
+        self.same_but_pointers(bytes(p), self.expected(q2, k2, v2, lse_out=lse3, return_lse=True))
+
+    def test_a_changed_signature_or_option_gets_its_own_struct(self):
+        torch = self.torch
+        base = dict(shape=(1, 2, 5, 64), dtype_name="bfloat16", strides=None)
+        variants = [dict(), dict(shape=(1, 2, 6, 64)), dict(dtype_name="float16"),
+                    dict(strides=(640 * 2, 64, 640, 1))]  # [B, N, H, d] memory seen as [B, H, N, d]
+        options = [dict(), dict(causal=True), dict(causal="bottom-right"), dict(scale=0.5), dict(scale=-2),
+                   dict(layout="bnhd")]
+        for variant in variants:
+            for option in options:
+                spec = dict(base, **variant)
+                q, k, v = (torch.tensor_bhnd(spec["shape"], spec["dtype_name"], strides=spec["strides"])
+                           for _ in range(3))
+                for _ in range(2):  # the second call comes from the cache
+                    o = flashrtc.attention(q, k, v, **option)
+                    with self.subTest(variant=variant, option=option):
+                        self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=o, **option))
+        self.assertEqual(len(self.signatures), len(variants) * len(options))
+
+    def test_a_given_out_is_part_of_the_signature(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        outs = [torch.tensor_bhnd((1, 2, 5, 64)), torch.tensor_bhnd((1, 2, 5, 64)),
+                torch.tensor_bhnd((1, 2, 5, 64), strides=(640 * 2, 64, 640, 1)),  # another layout
+                torch.tensor_bhnd((1, 2, 5, 64), "float16")]  # wrong dtype: refused each time
+        for out in outs[:3]:
+            for _ in range(2):
+                self.assertIs(flashrtc.attention(q, k, v, out=out), out)
+                self.assertEqual(self.last().o.data, out.data_ptr())
+                self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=out))
+        self.assertEqual(len(self.signatures), 2)
+        for _ in range(2):
+            with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "out has dtype float16"):
+                flashrtc.attention(q, k, v, out=outs[3])
+
+    def test_cached_signatures_do_not_skip_checks(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v, scale=1, causal=True)
+        with self.assertRaisesRegex(TypeError, "scale"):
+            flashrtc.attention(q, k, v, scale=True, causal=True)  # True == 1 as a key
+        with self.assertRaises(flashrtc.InvalidArgumentError):
+            flashrtc.attention(q, k, v, scale=1, causal=1.0)  # 1.0 == True as a key
+        with self.assertRaises(flashrtc.InvalidArgumentError):
+            flashrtc.attention(q, k, v, scale=1, causal=True, layout="bshd")
+        needs_grad = torch.tensor_bhnd((1, 2, 5, 64), requires_grad=True)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "no backward"):
+            flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
+        torch.state["grad"] = False  # under no_grad the same tensor is fine
+        flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
+        on_cpu = [torch.tensor_bhnd((1, 2, 5, 64), device_type="cpu") for _ in range(3)]
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "CUDA tensors"):
+            flashrtc.attention(*on_cpu, scale=1, causal=True)
+        self.assertEqual(len(self.signatures), 1)
+
+    def test_the_tensors_device_is_current_during_the_call(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64), index=1) for _ in range(3))
+        for _ in range(2):
+            flashrtc.attention(q, k, v)
+            self.assertEqual(self.structs[-1][1], 1)
+            self.assertEqual(torch.state["device"], 0)
+
+    def test_library_errors_come_through_the_cached_path(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v)
+        self.status = 2
+        with self.assertRaises(flashrtc.UnsupportedError) as caught:
+            flashrtc.attention(q, k, v)
+        self.assertEqual(caught.exception.status, 2)
+        self.assertEqual(len(self.structs), 2)
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class HostOverheadBench(unittest.TestCase):
+    def test_the_fake_mode_runs_without_a_gpu(self):  # bench/host_overhead.py --fake, as the README says
+        script = PYTHON_DIR.parent / "bench" / "host_overhead.py"
+        r = subprocess.run([sys.executable, str(script), "--fake", "--json", "--calls", "20", "--repetitions", "2"],
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, FLASHRTC_LIBRARY=LIBRARY))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([row["call"] for row in rows], ["non-causal", "causal + lse"])
+        self.assertTrue(all(row["flashrtc_us"] > 0 for row in rows))
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")

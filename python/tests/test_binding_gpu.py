@@ -177,6 +177,17 @@ class Parity(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertLess((lse_out.double() - ref_lse).abs().max().item(), 1e-3)
 
+    def test_repeated_signatures_read_each_calls_tensors(self):
+        """The second and later calls of one signature take the cached struct: fresh data, fresh outputs."""
+        outputs = []
+        for _ in range(3):
+            q, k, v = (rand(1, 4, 130, 64, dtype=torch.bfloat16) for _ in range(3))
+            outputs.append(self.check(q, k, v, causal=True))
+            out = torch.full_like(q, float("nan"))
+            self.assertIs(flashrtc.attention(q, k, v, causal=True, out=out), out)
+            self.assertTrue(torch.equal(out, outputs[-1]))
+        self.assertNotEqual(outputs[0].data_ptr(), outputs[1].data_ptr())
+
     def test_explicit_tile(self):
         q, k, v = (rand(1, 2, 200, 64, dtype=torch.float32) for _ in range(3))
         self.check(q, k, v, config=(32, 32, 4, 1))
@@ -220,6 +231,16 @@ class Streams(unittest.TestCase):
                 o = self.delayed_copy_then_attention(side, stream=side.cuda_stream if as_handle else side)
                 side.synchronize()
                 self.assertTrue(torch.equal(o, self.expected))
+
+    def test_plain_torch_stream(self):
+        if not hasattr(torch, "Stream"):
+            self.skipTest("torch.Stream is missing")
+        side = torch.cuda.Stream()
+        plain = torch.Stream(stream_id=side.stream_id, device_index=side.device_index,
+                             device_type=side.device_type)
+        o = self.delayed_copy_then_attention(side, stream=plain)
+        side.synchronize()
+        self.assertTrue(torch.equal(o, self.expected))
 
 
 class _CaiOnly:

@@ -1,7 +1,10 @@
 // The C API: exceptions become status codes and a per-thread message; nothing escapes extern "C".
 #include "flashrtc/c_api.h"
 
-#include <cmath>
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -16,31 +19,78 @@ flashrtc::TensorRef to_ref(const flashrtc_tensor& t) {
   return {t.data, t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim};
 }
 
-// Everything but the scale, whose two entry points read it differently. Throws for a null p or a
-// partial tile.
-flashrtc::ForwardParams from_c(const flashrtc_forward_params* p) {
-  if (!p) throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "params is null");
+static_assert(sizeof(flashrtc_forward_params) == FLASHRTC_FORWARD_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(offsetof(flashrtc_forward_params, struct_size) == 0, "struct_size heads the struct");
+
+flashrtc::Error invalid(const std::string& message) {
+  return flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, message);
+}
+
+// The defaults of every field this library knows; later fields of a newer caller default to zero bytes.
+flashrtc_forward_params default_params() {
+  flashrtc_forward_params p{};
+  p.struct_size = sizeof(flashrtc_forward_params);
+  p.q.stride_dim = p.k.stride_dim = p.v.stride_dim = p.o.stride_dim = 1;
+  return p;
+}
+
+// The caller's struct as this library knows it: the fields inside its declared size, defaults after them.
+// Throws for a null p, a size out of range, or a set field beyond what this library knows.
+flashrtc_forward_params read_sized(const flashrtc_forward_params* p) {
+  if (!p) throw invalid("params is null");
+  const std::uint32_t size = p->struct_size;
+  if (size < FLASHRTC_FORWARD_PARAMS_MIN_SIZE || size > FLASHRTC_FORWARD_PARAMS_MAX_SIZE)
+    throw invalid(
+        "params->struct_size=" + std::to_string(size) + ": must be in [" +
+        std::to_string(FLASHRTC_FORWARD_PARAMS_MIN_SIZE) + ", " +
+        std::to_string(FLASHRTC_FORWARD_PARAMS_MAX_SIZE) +
+        "] bytes; set it with flashrtc_forward_params_init (or _init_sized with the struct's size)");
+  flashrtc_forward_params known = default_params();
+  std::memcpy(&known, p, std::min<std::size_t>(size, sizeof known));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  for (std::size_t i = sizeof known; i < size; ++i) {
+    if (bytes[i] != 0)
+      throw flashrtc::Error(flashrtc::ErrorCode::kUnsupported,
+                            "params->struct_size=" + std::to_string(size) + ": byte " + std::to_string(i) +
+                                " is set, in a field this library (flashrtc " FLASHRTC_VERSION_STRING
+                                ", struct size " +
+                                std::to_string(sizeof known) + ") does not know; use a newer libflashrtc");
+  }
+  return known;
+}
+
+flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
   flashrtc::ForwardParams params;
-  params.dtype = static_cast<flashrtc::DType>(p->dtype);
-  params.batch = p->batch;
-  params.seqlen_q = p->seqlen_q;
-  params.seqlen_kv = p->seqlen_kv;
-  params.heads_q = p->heads_q;
-  params.heads_kv = p->heads_kv;
-  params.head_dim = p->head_dim;
-  params.q = to_ref(p->q);
-  params.k = to_ref(p->k);
-  params.v = to_ref(p->v);
-  params.o = to_ref(p->o);
-  params.lse = p->lse;
-  params.mask = static_cast<flashrtc::MaskKind>(p->mask);
-  params.stream = p->stream;
-  const bool any_tile = p->block_m || p->block_n || p->warps || p->stages;
+  params.dtype = static_cast<flashrtc::DType>(p.dtype);
+  params.batch = p.batch;
+  params.seqlen_q = p.seqlen_q;
+  params.seqlen_kv = p.seqlen_kv;
+  params.heads_q = p.heads_q;
+  params.heads_kv = p.heads_kv;
+  params.head_dim = p.head_dim;
+  params.q = to_ref(p.q);
+  params.k = to_ref(p.k);
+  params.v = to_ref(p.v);
+  params.o = to_ref(p.o);
+  params.lse = p.lse;
+  params.mask = static_cast<flashrtc::MaskKind>(p.mask);
+  params.stream = p.stream;
+  if (p.has_softmax_scale == 1) {
+    params.softmax_scale = p.softmax_scale;  // a non-finite value is rejected by the validation, naming it
+  } else if (p.has_softmax_scale != 0) {
+    throw invalid("has_softmax_scale=" + std::to_string(p.has_softmax_scale) + ": must be 0 or 1");
+  } else if (!(p.softmax_scale == 0.f)) {  // NaN included: a value set without the flag is a mistake
+    throw invalid(
+        "softmax_scale=" + std::to_string(p.softmax_scale) +
+        " with has_softmax_scale=0: set has_softmax_scale=1 to use it, or leave softmax_scale 0 for "
+        "1/sqrt(head_dim)");
+  }
+  const bool any_tile = p.block_m || p.block_n || p.warps || p.stages;
   if (any_tile) {
-    if (p->block_m <= 0 || p->block_n <= 0 || p->warps <= 0 || p->stages <= 0)
-      throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument,
-                            "block_m, block_n, warps, stages: give all four (> 0) or none");
-    params.config = flashrtc::TileConfig{p->block_m, p->block_n, p->warps, p->stages};
+    if (p.block_m <= 0 || p.block_n <= 0 || p.warps <= 0 || p.stages <= 0)
+      throw invalid("block_m, block_n, warps, stages: give all four (> 0) or none");
+    params.config = flashrtc::TileConfig{p.block_m, p.block_n, p.warps, p.stages};
   }
   return params;
 }
@@ -67,38 +117,43 @@ flashrtc_status guarded(F&& body) {
 
 extern "C" {
 
-void flashrtc_forward_params_init(flashrtc_forward_params* p) {
-  if (!p) return;
-  *p = flashrtc_forward_params{};
-  p->q.stride_dim = p->k.stride_dim = p->v.stride_dim = p->o.stride_dim = 1;
-  p->softmax_scale = 0.f;
+void flashrtc_forward_params_init_sized(flashrtc_forward_params* p, uint32_t struct_size) {
+  if (!p || struct_size < sizeof(p->struct_size)) return;
+  if (struct_size > FLASHRTC_FORWARD_PARAMS_MAX_SIZE) {  // no buffer is that large: write only the size,
+    p->struct_size = struct_size;                        // which the call then reports as out of range
+    return;
+  }
+  flashrtc_forward_params defaults = default_params();
+  defaults.struct_size = struct_size;
+  const std::size_t known = std::min<std::size_t>(struct_size, sizeof defaults);
+  std::memcpy(p, &defaults, known);
+  std::memset(reinterpret_cast<unsigned char*>(p) + known, 0, struct_size - known);
 }
 
 flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p) {
-  return guarded([&] {
-    flashrtc::ForwardParams params = from_c(p);
-    if (p->softmax_scale > 0.f && std::isfinite(p->softmax_scale)) params.softmax_scale = p->softmax_scale;
-    else if (std::isinf(p->softmax_scale))
-      throw flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, "softmax_scale is infinite");
-    flashrtc::attention_forward(params);
-  });
+  return guarded([&] { flashrtc::attention_forward(from_c(read_sized(p))); });
 }
 
 flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p, float softmax_scale) {
   return guarded([&] {
-    flashrtc::ForwardParams params = from_c(p);
-    params.softmax_scale = softmax_scale;  // a non-finite value is rejected by the validation, naming it
-    flashrtc::attention_forward(params);
+    flashrtc_forward_params known = read_sized(p);
+    known.has_softmax_scale = 1;
+    known.softmax_scale = softmax_scale;
+    flashrtc::attention_forward(from_c(known));
   });
 }
 
-const char* flashrtc_last_error(void) { return g_last_error.c_str(); }
+const char* flashrtc_last_error(void) {
+  return g_last_error.c_str();
+}
 
 const char* flashrtc_status_name(flashrtc_status status) {
   if (status == FLASHRTC_OK) return "OK";
   return flashrtc::to_string(static_cast<flashrtc::ErrorCode>(status));
 }
 
-const char* flashrtc_version(void) { return FLASHRTC_VERSION_STRING; }
+const char* flashrtc_version(void) {
+  return FLASHRTC_VERSION_STRING;
+}
 
 }  // extern "C"

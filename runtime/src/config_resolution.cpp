@@ -44,12 +44,13 @@ std::string target_text(const DeviceTarget& t) {
 
 // An override is used as given or refused: kInvalidArgument when no GPU could build it, kUnsupported when
 // it only exceeds this target's shared memory.
-void check_override(const std::string& origin, const TileConfig& config, const ConfigQuery& q, const DeviceTarget& t) {
-  std::string reason = check_forward_config(q.dtype, q.head_dim, config, kSmemBytesSm90);
+void check_override(const std::string& origin, const TileConfig& config, const ConfigQuery& q, const DeviceTarget& t,
+                    const KernelFamily& family) {
+  std::string reason = family.check_config(q.dtype, q.head_dim, config, kSmemBytesSm90);
   if (!reason.empty())
     throw Error(ErrorCode::kInvalidArgument, origin + ": " + reason + " (" + std::string(to_string(q.dtype)) +
                                                  " d=" + std::to_string(q.head_dim) + ")");
-  reason = check_forward_config(q.dtype, q.head_dim, config, t.smem_limit_bytes);
+  reason = family.check_config(q.dtype, q.head_dim, config, t.smem_limit_bytes);
   if (!reason.empty()) throw Error(ErrorCode::kUnsupported, origin + ": " + reason + " on " + target_text(t));
 }
 
@@ -67,12 +68,20 @@ void warn_stale_once(const TuningKey& key, const TileConfig& config, const std::
 
 ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool explain) {
   ConfigResolution r;
+  FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch);
+  const KernelFamily& family = *choice.family;
+  r.family = &family;
+  r.family_passed_over = std::move(choice.passed_over);
+  for (const std::string& reason : r.family_passed_over)
+    detail::log().debug("{} d={} on {}: family {} passed over ({})", to_string(q.dtype), q.head_dim,
+                        target.arch.empty() ? "sm_80" : target.arch, family.name, reason);
   std::string stale_reason;
   // A launch with an explicit tile needs no lookup; `flashrtc config` shows the entry it passes over.
   if (!target.gpu_name.empty() && (explain || !q.explicit_config)) {
-    r.tuning_key = make_tuning_key(target.gpu_name, target.arch, q.dtype, q.head_dim, q.mask, q.seqlen_q, q.seqlen_kv);
+    r.tuning_key = make_tuning_key(target.gpu_name, target.arch, q.dtype, q.head_dim, q.mask, q.seqlen_q, q.seqlen_kv,
+                                   family.name);
     if (auto entry = find_tuning_entry(*r.tuning_key)) {
-      stale_reason = check_forward_config(q.dtype, q.head_dim, entry->config, target.smem_limit_bytes);
+      stale_reason = family.check_config(q.dtype, q.head_dim, entry->config, target.smem_limit_bytes);
       if (stale_reason.empty())
         r.tuned = std::move(entry);
       else
@@ -82,7 +91,7 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   if (explain) r.tuning_db = tuning_db_path();
 
   if (q.explicit_config) {
-    check_override("config", *q.explicit_config, q, target);
+    check_override("config", *q.explicit_config, q, target, family);
     r.config = *q.explicit_config;
     r.source = ConfigSource::kExplicit;
     if (explain) r.why = "passed with the call";
@@ -91,12 +100,12 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 
   const ConfigSource below = r.tuned ? ConfigSource::kTuned : ConfigSource::kDefault;
   const TileConfig below_config =
-      r.tuned ? r.tuned->config : default_forward_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
+      r.tuned ? r.tuned->config : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
   const std::string& text = runtime_config().config_override;
   const TileOverride override_fields = parse_tile_override(text, "FLASHRTC_CONFIG");
   if (!override_fields.empty()) {
     r.config = override_fields.apply(below_config);
-    check_override("FLASHRTC_CONFIG='" + text + "'", r.config, q, target);
+    check_override("FLASHRTC_CONFIG='" + text + "'", r.config, q, target, family);
     r.source = ConfigSource::kEnvironment;
     if (explain)
       r.why = "FLASHRTC_CONFIG='" + text + "' over the " + to_string(below) + " tile " + to_string(below_config);
@@ -126,7 +135,14 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 }  // namespace
 
 ConfigQuery config_query(const ForwardParams& p) {
-  return {p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config};
+  return {p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward};
+}
+
+ConfigQuery ConfigQuery::bucketed() const {
+  ConfigQuery q = *this;
+  q.seqlen_q = seqlen_bucket(seqlen_q);
+  q.seqlen_kv = seqlen_bucket(seqlen_kv);
+  return q;
 }
 
 ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target) {
@@ -146,8 +162,8 @@ DeviceTarget device_target_for(const ContextInfo& context) {
           static_cast<std::size_t>(context.smem_per_block_optin_bytes)};
 }
 
-TileConfig resolve_tile(const ConfigQuery& query, const DeviceTarget& target) {
-  return resolve(query, target, false).config;
+ConfigResolution resolve_call(const ConfigQuery& query, const DeviceTarget& target) {
+  return resolve(query, target, false);
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "driver_api.hpp"
 
@@ -39,14 +40,16 @@ const ContextInfo& current_context() {
     FLASHRTC_CU_CHECK(cuCtxSetCurrent, context);
   }
   // Described once per context; the cache is process-wide because contexts live until process exit here.
+  // The driver generation keeps a test's fake context from being answered with another table's description.
   static std::mutex mutex;
-  static std::map<CUcontext, std::unique_ptr<ContextInfo>> known;
+  static std::map<std::pair<std::uint64_t, CUcontext>, std::unique_ptr<ContextInfo>> known;
+  const std::pair<std::uint64_t, CUcontext> key{driver_generation(), context};
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(context);
+  auto it = known.find(key);
   if (it == known.end()) {
     CUdevice device = 0;
     FLASHRTC_CU_CHECK(cuCtxGetDevice, &device);
-    it = known.emplace(context, std::make_unique<ContextInfo>(describe(context, device))).first;
+    it = known.emplace(key, std::make_unique<ContextInfo>(describe(context, device))).first;
   }
   return *it->second;
 }

@@ -5,17 +5,10 @@
 #include "context.hpp"
 #include "driver_api.hpp"
 #include "flashrtc/error.hpp"
-#include "log.hpp"
 
 namespace flashrtc {
 
-namespace {
-// Destructors must not throw: report a failed release and carry on.
-void log_release_failure(CUresult status, const char* call) {
-  if (status != CUDA_SUCCESS)
-    detail::log().error("{} failed in a destructor: {}", call, detail::driver_status_name(status));
-}
-}  // namespace
+using detail::log_release_failure;
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   detail::current_context();

@@ -2,36 +2,29 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
+#include <atomic>
 
 #include "flashrtc/error.hpp"
 #include "log.hpp"
 
 namespace flashrtc::detail {
 
-namespace {
-
 struct LoadedDriver {
   DriverApi api;
   std::string failure;  // empty when usable
 };
 
-LoadedDriver load_driver() {
+namespace {
+
+// What libcuda.so.1 and a test's table both go through: every entry present, cuInit, at least one device.
+LoadedDriver initialize(const DriverApi& api, const std::string& origin) {
   LoadedDriver loaded;
-  // Never dlclose'd: the driver stays for the life of the process, as the CUDA runtime's does.
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    loaded.failure = std::string("cannot load the CUDA driver library libcuda.so.1 (") + (why ? why : "?") +
-                     "): no NVIDIA driver on this machine";
-    return loaded;
-  }
-#define FLASHRTC_LOAD_DRIVER_FN(name)                                                              \
-  loaded.api.name = reinterpret_cast<decltype(loaded.api.name)>(dlsym(handle, FLASHRTC_DRIVER_SYMBOL(name))); \
-  if (!loaded.api.name && loaded.failure.empty())                                                  \
-    loaded.failure = std::string("libcuda.so.1 lacks ") + FLASHRTC_DRIVER_SYMBOL(name) + ": driver too old";
-  FLASHRTC_DRIVER_FUNCTIONS(FLASHRTC_LOAD_DRIVER_FN)
-#undef FLASHRTC_LOAD_DRIVER_FN
+  loaded.api = api;
+#define FLASHRTC_CHECK_DRIVER_FN(name)            \
+  if (!loaded.api.name && loaded.failure.empty()) \
+    loaded.failure = origin + " lacks " + FLASHRTC_DRIVER_SYMBOL(name) + ": driver too old";
+  FLASHRTC_DRIVER_FUNCTIONS(FLASHRTC_CHECK_DRIVER_FN)
+#undef FLASHRTC_CHECK_DRIVER_FN
   if (!loaded.failure.empty()) return loaded;
 
   const CUresult init = loaded.api.cuInit(0);
@@ -47,23 +40,52 @@ LoadedDriver load_driver() {
   return loaded;
 }
 
+LoadedDriver load_driver() {
+  // Never dlclose'd: the driver stays for the life of the process, as the CUDA runtime's does.
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    LoadedDriver loaded;
+    loaded.failure = std::string("cannot load the CUDA driver library libcuda.so.1 (") + (why ? why : "?") +
+                     "): no NVIDIA driver on this machine";
+    return loaded;
+  }
+  DriverApi api;
+#define FLASHRTC_LOAD_DRIVER_FN(name) \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, FLASHRTC_DRIVER_SYMBOL(name)));
+  FLASHRTC_DRIVER_FUNCTIONS(FLASHRTC_LOAD_DRIVER_FN)
+#undef FLASHRTC_LOAD_DRIVER_FN
+  return initialize(api, "libcuda.so.1");
+}
+
 const LoadedDriver& loaded_driver() {
   static const LoadedDriver loaded = load_driver();
   return loaded;
 }
 
+std::atomic<const LoadedDriver*> g_testing_driver{nullptr};
+std::atomic<std::uint64_t> g_generation{0};
+
+// One atomic load on the per-call path; libcuda.so.1 is loaded only when no test table is installed.
+const LoadedDriver& active_driver() {
+  if (const LoadedDriver* testing = g_testing_driver.load(std::memory_order_acquire)) return *testing;
+  return loaded_driver();
+}
+
 }  // namespace
 
 const DriverApi& driver() {
-  const LoadedDriver& loaded = loaded_driver();
+  const LoadedDriver& loaded = active_driver();
   if (!loaded.failure.empty()) throw Error(ErrorCode::kNoDevice, loaded.failure, "cuInit");
   return loaded.api;
 }
 
-std::string driver_unavailable_reason() { return loaded_driver().failure; }
+std::string driver_unavailable_reason() {
+  return active_driver().failure;
+}
 
 std::string driver_status_name(CUresult status) {
-  const LoadedDriver& loaded = loaded_driver();
+  const LoadedDriver& loaded = active_driver();
   const char* name = nullptr;
   const char* text = nullptr;
   if (loaded.api.cuGetErrorName) loaded.api.cuGetErrorName(status, &name);
@@ -76,6 +98,31 @@ std::string driver_status_name(CUresult status) {
 void check_driver(CUresult status, const char* call) {
   if (status == CUDA_SUCCESS) return;
   throw Error(ErrorCode::kDriver, std::string(call) + " failed", call, driver_status_name(status));
+}
+
+void log_release_failure(CUresult status, const char* call) noexcept {
+  if (status == CUDA_SUCCESS) return;
+  try {
+    log().error("{} failed in a destructor: {}", call, driver_status_name(status));
+  } catch (...) {
+    // Nothing left to report with: the failure is dropped rather than thrown out of a destructor.
+  }
+}
+
+std::uint64_t driver_generation() {
+  return g_generation.load(std::memory_order_acquire);
+}
+
+// The installed copy is never freed (a few hundred bytes per test): a reference a caller took from driver()
+// stays valid after the guard is gone.
+ScopedDriverForTesting::ScopedDriverForTesting(const DriverApi& fake)
+    : previous_(g_testing_driver.exchange(new LoadedDriver(initialize(fake, "the test's driver table")))) {
+  ++g_generation;
+}
+
+ScopedDriverForTesting::~ScopedDriverForTesting() {
+  g_testing_driver.store(previous_, std::memory_order_release);
+  ++g_generation;
 }
 
 }  // namespace flashrtc::detail

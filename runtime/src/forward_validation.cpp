@@ -5,8 +5,8 @@
 #include <limits>
 #include <sstream>
 
-#include "flashrtc/attention.hpp"
 #include "flashrtc/error.hpp"
+#include "forward_validation.hpp"
 
 namespace flashrtc {
 
@@ -29,29 +29,30 @@ void check_positive(const char* name, std::int64_t value, std::int64_t max = std
 // |a * b| without overflow, saturating: the extent checks only need to know "too large".
 __int128 extent(std::int64_t count, std::int64_t stride) { return static_cast<__int128>(count - 1) * stride; }
 
-void check_tensor(const char* name, const TensorRef& t, std::int64_t seqlen, std::int64_t heads, std::int64_t batch,
+void check_tensor(const char* n, const TensorRef& t, std::int64_t seqlen, std::int64_t heads, std::int64_t batch,
                   std::int64_t head_dim, std::size_t elem) {
-  const std::string n(name);
-  if (!t.data) invalid(n + ".data is null");
+  if (!t.data) invalid(std::string(n) + ".data is null");
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
-    invalid(n + ".data=" + pointer_text(t.data) + ": must be 16-byte aligned (the kernels read 16-byte vectors)");
-  if (t.stride_dim != 1) invalid(n + ".stride_dim=" + std::to_string(t.stride_dim) + ": the head dim must be contiguous (1)");
+    invalid(std::string(n) + ".data=" + pointer_text(t.data) + ": must be 16-byte aligned (the kernels read 16-byte vectors)");
+  if (t.stride_dim != 1) invalid(std::string(n) + ".stride_dim=" + std::to_string(t.stride_dim) + ": the head dim must be contiguous (1)");
   const std::pair<const char*, std::int64_t> strides[] = {
       {"stride_batch", t.stride_batch}, {"stride_seq", t.stride_seq}, {"stride_head", t.stride_head}};
   for (const auto& [field, stride] : strides) {
-    if (stride < 0) invalid(n + "." + field + "=" + std::to_string(stride) + ": must be >= 0");
+    if (stride < 0) invalid(std::string(n) + "." + field + "=" + std::to_string(stride) + ": must be >= 0");
     if ((static_cast<__int128>(stride) * static_cast<__int128>(elem)) % 16 != 0)
-      invalid(n + "." + field + "=" + std::to_string(stride) + ": must be a multiple of " + std::to_string(16 / elem) +
+      invalid(std::string(n) + "." + field + "=" + std::to_string(stride) + ": must be a multiple of " + std::to_string(16 / elem) +
               " elements (16 bytes) so every row stays 16-byte aligned");
   }
   const __int128 last = extent(batch, t.stride_batch) + extent(seqlen, t.stride_seq) + extent(heads, t.stride_head) + head_dim;
   if (last * static_cast<__int128>(elem) > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
-    invalid(n + ": strides x sizes overflow a 64-bit byte offset (index overflow)");
+    invalid(std::string(n) + ": strides x sizes overflow a 64-bit byte offset (index overflow)");
 }
 
 }  // namespace
 
-void validate_forward(const ForwardParams& p) {
+namespace detail {
+
+void validate_forward_arguments(const ForwardParams& p) {
   if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
     invalid("dtype=" + std::to_string(static_cast<int>(p.dtype)) + ": must be fp32, fp16 or bf16");
   if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausalTopLeft && p.mask != MaskKind::kCausalBottomRight)
@@ -78,6 +79,12 @@ void validate_forward(const ForwardParams& p) {
   const __int128 lse_elems = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
   if (lse_elems * 4 > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
     invalid("batch * heads_q * seqlen_q overflows a 64-bit index (index overflow)");
+}
+
+}  // namespace detail
+
+void validate_forward(const ForwardParams& p) {
+  detail::validate_forward_arguments(p);
   if (p.config) {
     const std::string reason = check_forward_config(p.dtype, static_cast<int>(p.head_dim), *p.config, kSmemBytesSm90);
     if (!reason.empty()) invalid("config: " + reason);

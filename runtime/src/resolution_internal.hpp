@@ -1,6 +1,6 @@
 #pragma once
 // The launch path's side of config resolution (flashrtc/config_resolution.hpp): the target of a context,
-// and the tile alone, without the explanation texts that `flashrtc config` prints.
+// and the resolution without the explanation texts that `flashrtc config` prints.
 #include "context.hpp"
 #include "flashrtc/config_resolution.hpp"
 
@@ -8,7 +8,7 @@ namespace flashrtc::detail {
 
 DeviceTarget device_target_for(const ContextInfo& context);
 
-// resolve_forward_config(query, target).config, with the same checks and errors.
-TileConfig resolve_tile(const ConfigQuery& query, const DeviceTarget& target);
+// resolve_forward_config(query, target) without the explanation texts, with the same checks and errors.
+ConfigResolution resolve_call(const ConfigQuery& query, const DeviceTarget& target);
 
 }  // namespace flashrtc::detail

@@ -1,9 +1,11 @@
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
 
 #include "flashrtc/config.hpp"
 #include "log.hpp"
+#include "settings_generation.hpp"
 
 namespace flashrtc {
 
@@ -38,7 +40,16 @@ RuntimeConfig& config_storage() {
   return config;
 }
 
+std::atomic<std::uint64_t> g_generation{0};
+
 }  // namespace
+
+namespace detail {
+
+std::uint64_t settings_generation() { return g_generation.load(std::memory_order_acquire); }
+void bump_settings_generation() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+}  // namespace detail
 
 const char* version() { return FLASHRTC_VERSION_STRING; }
 
@@ -67,6 +78,7 @@ void set_runtime_config(const RuntimeConfig& config) {
     std::lock_guard<std::mutex> lock(config_mutex());
     config_storage() = config;
   }
+  detail::bump_settings_generation();
   detail::set_log_level(config.log_level);
 }
 

@@ -1,5 +1,7 @@
 #include "flashrtc/tuning_db.hpp"
 
+#include "flashrtc/kernel_family.hpp"
+
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "flashrtc/error.hpp"
 #include "json_checked.hpp"
 #include "log.hpp"
+#include "settings_generation.hpp"
 #include "tuning_db_file.hpp"
 
 namespace flashrtc {
@@ -37,7 +40,7 @@ bool TuningKey::operator==(const TuningKey& o) const {
 }
 
 std::string to_string(const TuningKey& k) {
-  return k.gpu_name + " " + k.arch + " nvrtc " + k.nvrtc_version + " " + to_string(k.family) + " " +
+  return k.gpu_name + " " + k.arch + " nvrtc " + k.nvrtc_version + " " + k.family + " " +
          std::string(to_string(k.dtype)) + " d=" + std::to_string(k.head_dim) + " mask=" +
          std::string(to_string(k.mask)) + " Nq<=" + std::to_string(k.seqlen_q_bucket) +
          " Nk<=" + std::to_string(k.seqlen_kv_bucket);
@@ -54,9 +57,11 @@ std::int64_t seqlen_bucket(std::int64_t seqlen) {
 }
 
 TuningKey make_tuning_key(const std::string& gpu_name, const std::string& arch, DType dtype, int head_dim,
-                          MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv) {
+                          MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv, const std::string& family_name) {
   static const std::string nvrtc = nvrtc_version();
-  return {gpu_name, arch, nvrtc, forward_kernel_family(dtype), dtype, head_dim, mask,
+  const std::string family =
+      family_name.empty() ? select_kernel_family(Operation::kForward, dtype, head_dim, arch).family->name : family_name;
+  return {gpu_name, arch, nvrtc, family, dtype, head_dim, mask,
           seqlen_bucket(seqlen_q), seqlen_bucket(seqlen_kv)};
 }
 
@@ -65,15 +70,15 @@ namespace {
 // Unit separators: GPU names hold spaces, never control characters.
 std::string key_id(const TuningKey& k) {
   const char sep = '\x1f';
-  return k.gpu_name + sep + k.arch + sep + k.nvrtc_version + sep + to_string(k.family) + sep +
+  return k.gpu_name + sep + k.arch + sep + k.nvrtc_version + sep + k.family + sep +
          std::string(to_string(k.dtype)) + sep + std::to_string(k.head_dim) + sep + std::string(to_string(k.mask)) +
          sep + std::to_string(k.seqlen_q_bucket) + sep + std::to_string(k.seqlen_kv_bucket);
 }
 
-KernelFamily family_from(const std::string& name) {
-  for (KernelFamily family : {KernelFamily::kSimt, KernelFamily::kMma})
-    if (name == to_string(family)) return family;
-  throw std::invalid_argument("family '" + name + "' unknown");
+// An entry of a family this build does not have is kept (another version wrote it) and never matches a key.
+std::string family_from(const std::string& name) {
+  if (name.empty()) throw std::invalid_argument("family is empty");
+  return name;
 }
 
 std::string utc_text(std::int64_t unix_seconds) {
@@ -91,7 +96,7 @@ json entry_to_json(const TuningEntry& e) {
            {{"gpu", k.gpu_name},
             {"arch", k.arch},
             {"nvrtc", k.nvrtc_version},
-            {"family", to_string(k.family)},
+            {"family", k.family},
             {"dtype", std::string(to_string(k.dtype))},
             {"head_dim", k.head_dim},
             {"mask", std::string(to_string(k.mask))},
@@ -279,8 +284,11 @@ void record_tuning_entry(const TuningEntry& entry) {
             [](const TuningEntry& a, const TuningEntry& b) { return key_id(a.key) < key_id(b.key); });
   detail::write_file_atomically(path, detail::tuning_db_text(entries));
   LoadedDbs& dbs = loaded_dbs();
-  std::lock_guard<std::mutex> guard(dbs.mutex);
-  dbs.by_path[path.string()] = make_loaded(std::move(entries));
+  {
+    std::lock_guard<std::mutex> guard(dbs.mutex);
+    dbs.by_path[path.string()] = make_loaded(std::move(entries));
+  }
+  detail::bump_settings_generation();  // resolved calls of this process pick up the new winner
 }
 
 }  // namespace flashrtc

@@ -1,5 +1,7 @@
 #include "flashrtc/tuning_space.hpp"
 
+#include "flashrtc/kernel_family.hpp"
+
 #include <algorithm>
 #include <regex>
 #include <tuple>
@@ -83,18 +85,25 @@ bool contains(const std::vector<TileConfig>& configs, const TileConfig& c) {
 
 std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q, std::int64_t seqlen_kv,
                                           TuneSpace space, const SmLimits& limits) {
+  return tuning_candidates(portable_family(Operation::kForward, dtype, is_supported_head_dim(head_dim) ? head_dim : 64),
+                           dtype, head_dim, seqlen_q, seqlen_kv, space, limits);
+}
+
+std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtype, int head_dim, std::int64_t seqlen_q,
+                                          std::int64_t seqlen_kv, TuneSpace space, const SmLimits& limits) {
   const auto fits_sm = [&](const TileConfig& c) {
-    return resident_blocks_per_sm(limits, c.warps * 32, 0, forward_smem_bytes(dtype, head_dim, c)) >= 1;
+    const KernelSpec spec{dtype, head_dim, MaskKind::kNone, c, &family};
+    return resident_blocks_per_sm(limits, family.threads(spec), 0, family.smem_bytes(spec)) >= 1;
   };
   std::vector<TileConfig> fits;
-  for (const TileConfig& c : forward_config_space(dtype, head_dim, limits.smem_per_block_bytes))
+  for (const TileConfig& c : family.config_space(dtype, head_dim, limits.smem_per_block_bytes))
     if (fits_sm(c)) fits.push_back(c);
   // The default is always a candidate, so a tune never ends slower than the call without it; the family's
   // table may hold a default its enumeration does not list (e.g. a block_n of 96).
-  const std::vector<TileConfig> defaults = default_forward_configs(dtype, head_dim, limits.smem_per_block_bytes);
+  const std::vector<TileConfig> defaults = family.default_configs(dtype, head_dim, limits.smem_per_block_bytes);
   const TileConfig& fallback = defaults.front();
   for (const TileConfig& c : defaults)
-    if (!contains(fits, c) && fits_sm(c) && check_forward_config(dtype, head_dim, c, limits.smem_per_block_bytes).empty())
+    if (!contains(fits, c) && fits_sm(c) && family.check_config(dtype, head_dim, c, limits.smem_per_block_bytes).empty())
       fits.push_back(c);
   std::sort(fits.begin(), fits.end(), config_less);
   if (space == TuneSpace::kFull || fits.empty()) return fits;
@@ -122,21 +131,33 @@ std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_
 std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned) {
   const std::size_t smem = assumed_sm_limits(arch).smem_per_block_bytes;
   std::vector<ForwardSpec> specs;
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
-    for (int head_dim : {32, 64, 96, 128, 256})
-      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
-        for (const TileConfig& tile : default_forward_configs(dtype, head_dim, smem))
-          specs.push_back({dtype, head_dim, mask, tile});
+  const auto add = [&specs](const ForwardSpec& spec) {
+    const bool known = std::any_of(specs.begin(), specs.end(), [&](const ForwardSpec& s) {
+      return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim && s.mask == spec.mask &&
+             s.tile == spec.tile;
+    });
+    if (!known) specs.push_back(spec);
+  };
+  // Every family that can run on arch, not only the preferred one: a call that a family's checks turn away
+  // falls back to the next.
+  for (const KernelFamily* family : kernel_families()) {
+    if (family->operation != Operation::kForward || !family->arch_mismatch(arch).empty()) continue;
+    for (DType dtype : family->dtypes)
+      for (int head_dim : {32, 64, 96, 128, 256}) {
+        if (!family->serves_head_dim(head_dim)) continue;
+        for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+          for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem))
+            add({dtype, head_dim, mask, tile, family});
+      }
+  }
   if (!with_tuned) return specs;
   const std::string nvrtc = nvrtc_version();
   for (const TuningEntry& entry : tuning_db_entries()) {
     if (entry.key.arch != arch || entry.key.nvrtc_version != nvrtc) continue;
-    if (!check_forward_config(entry.key.dtype, entry.key.head_dim, entry.config, smem).empty()) continue;
-    const ForwardSpec spec{entry.key.dtype, entry.key.head_dim, entry.key.mask, entry.config};
-    const bool known = std::any_of(specs.begin(), specs.end(), [&](const ForwardSpec& s) {
-      return s.dtype == spec.dtype && s.head_dim == spec.head_dim && s.mask == spec.mask && s.tile == spec.tile;
-    });
-    if (!known) specs.push_back(spec);
+    const KernelFamily* family = find_kernel_family(entry.key.family);
+    if (!family || !family->serves_dtype(entry.key.dtype) || !family->serves_head_dim(entry.key.head_dim)) continue;
+    if (!family->check_config(entry.key.dtype, entry.key.head_dim, entry.config, smem).empty()) continue;
+    add({entry.key.dtype, entry.key.head_dim, entry.key.mask, entry.config, family});
   }
   return specs;
 }

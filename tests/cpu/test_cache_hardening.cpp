@@ -28,7 +28,7 @@
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "forward_kernel.hpp"
+#include "family_compile.hpp"
 #include "kernel_cache.hpp"
 #include "nvrtc_compiler.hpp"
 #include "ptxas_report.hpp"
@@ -43,7 +43,7 @@ namespace {
 detail::CompileRequest unique_request() {
   static std::atomic<int> counter{0};
   const ForwardSpec spec{DType::kFloat32, 32, MaskKind::kNone, {16, 16, 2, 1}};
-  detail::CompileRequest request = detail::forward_compile_request(spec, "sm_80");
+  detail::CompileRequest request = detail::family_compile_request(spec, "sm_80");
   std::ostringstream nonce;
   nonce << "-DFLASHRTC_TEST_NONCE=" << ::getpid() << "_" << counter++ << "_" << std::random_device{}();
   request.nvrtc.options.push_back(nonce.str());

@@ -22,7 +22,7 @@
 #include "disk_cache.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "forward_kernel.hpp"
+#include "family_compile.hpp"
 #include "kernel_artifact.hpp"
 #include "kernel_cache.hpp"
 #include "kernel_sources.hpp"
@@ -63,7 +63,7 @@ std::string unique_token() {
 // A forward request whose key no other call has used: a -D option is part of the options, hence of the key.
 CompileRequest unique_request() {
   CompileRequest request =
-      detail::forward_compile_request(small_spec(DType::kFloat16, MaskKind::kNone, {32, 16, 2, 1}), "sm_80");
+      detail::family_compile_request(small_spec(DType::kFloat16, MaskKind::kNone, {32, 16, 2, 1}), "sm_80");
   request.nvrtc.options.push_back("-DFLASHRTC_TEST_NONCE=" + unique_token());
   request.inputs.options = detail::join_options(request.nvrtc.options);
   return request;
@@ -182,11 +182,11 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
   base_spec.head_dim = 64;
   base_spec.mask = MaskKind::kNone;
   base_spec.tile = {64, 64, 8, 2};
-  const CompileRequest base = detail::forward_compile_request(base_spec, "sm_90a");
+  const CompileRequest base = detail::family_compile_request(base_spec, "sm_90a");
   const std::string key = base.inputs.key();
 
   // Deterministic, a 128-bit hex digest, and the request carries every input NVRTC is given.
-  CHECK(detail::forward_compile_request(base_spec, "sm_90a").inputs.key() == key);
+  CHECK(detail::family_compile_request(base_spec, "sm_90a").inputs.key() == key);
   const KeyInputs copy = base.inputs;
   CHECK(copy.key() == key);
   CHECK(key.size() == 32);
@@ -239,10 +239,10 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
     for (const Variant& v : variants) {
       INFO(v.what);
       CompileRequest request;
-      REQUIRE_NOTHROW(request = detail::forward_compile_request(v.spec, "sm_90a"));
+      REQUIRE_NOTHROW(request = detail::family_compile_request(v.spec, "sm_90a"));
       // Only the name expression differs: it alone must carry the change into the key.
       CHECK(request.inputs.name_expression != base.inputs.name_expression);
-      if (forward_kernel_family(v.spec.dtype) == forward_kernel_family(base_spec.dtype))
+      if (&family_of(v.spec) == &family_of(base_spec))
         CHECK(request.inputs.source_hash == base.inputs.source_hash);
       else
         CHECK(request.inputs.source_hash != base.inputs.source_hash);
@@ -276,9 +276,9 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
     expect_new_key("extra --use_fast_math", inputs);
   }
   SUBCASE("arch: sm_90 and sm_90a differ, as do sm_80 and sm_89") {
-    expect_new_key("sm_90 request", detail::forward_compile_request(base_spec, "sm_90").inputs);
-    expect_new_key("sm_80 request", detail::forward_compile_request(base_spec, "sm_80").inputs);
-    expect_new_key("sm_89 request", detail::forward_compile_request(base_spec, "sm_89").inputs);
+    expect_new_key("sm_90 request", detail::family_compile_request(base_spec, "sm_90").inputs);
+    expect_new_key("sm_80 request", detail::family_compile_request(base_spec, "sm_80").inputs);
+    expect_new_key("sm_89 request", detail::family_compile_request(base_spec, "sm_89").inputs);
     KeyInputs inputs = base.inputs;
     inputs.arch = "sm_90";  // the arch field alone, options untouched
     expect_new_key("arch field sm_90", inputs);
@@ -313,17 +313,17 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
     std::string embedded_key, same_key, edited_key;
     {
       test::ConfigOverride embedded(config);
-      embedded_key = detail::forward_compile_request(base_spec, "sm_90a").inputs.key();
+      embedded_key = detail::family_compile_request(base_spec, "sm_90a").inputs.key();
     }
     config.kernel_dir = same.path();
     {
       test::ConfigOverride from_same(config);
-      same_key = detail::forward_compile_request(base_spec, "sm_90a").inputs.key();
+      same_key = detail::family_compile_request(base_spec, "sm_90a").inputs.key();
     }
     config.kernel_dir = edited.path();
     {
       test::ConfigOverride from_edited(config);
-      edited_key = detail::forward_compile_request(base_spec, "sm_90a").inputs.key();
+      edited_key = detail::family_compile_request(base_spec, "sm_90a").inputs.key();
     }
     // The embedded copy is kernel_sources/ at build time: the same bytes and paths give the same key.
     INFO("if only this fails, kernel_sources/ changed since the library was built: rebuild");

@@ -48,9 +48,7 @@ RuntimeConfig memory_only_config() {
   return config;
 }
 
-SimtForwardShape shape_of(DType dtype, int head_dim, const TileConfig& c) {
-  return {head_dim, c.block_m, c.block_n, c.warps, c.stages, static_cast<int>(dtype_size(dtype))};
-}
+SimtForwardShape shape_of(int head_dim, const TileConfig& c) { return {head_dim, c.block_m, c.block_n, c.warps, c.stages}; }
 
 // (fp32 accumulators per thread, the part of them that is O) for the family that runs dtype, and the
 // family's limit on the first.
@@ -58,11 +56,11 @@ struct RegisterTile {
   int accumulators, o_part, limit;
 };
 RegisterTile register_tile(DType dtype, int head_dim, const TileConfig& c) {
-  if (forward_kernel_family(dtype) == KernelFamily::kMma) {
+  if (portable_family(Operation::kForward, dtype).name == "mma") {
     const MmaForwardShape shape{head_dim, c.block_m, c.block_n, c.warps, c.stages};
     return {shape.o_floats() + shape.s_floats(), shape.o_floats(), 192};
   }
-  const SimtForwardShape shape = shape_of(dtype, head_dim, c);
+  const SimtForwardShape shape = shape_of(head_dim, c);
   return {shape.accumulator_floats(), shape.rows_per_thread(), 128};
 }
 
@@ -192,7 +190,7 @@ TEST_CASE("a tile one step past the accumulator limit is refused without compili
   test::ConfigOverride config(memory_only_config());
   // d=256, 4 warps: 8 row groups of 16 threads; block_m=64 gives 8 rows x (16 dims + 4 columns) = 160 > 128.
   const TileConfig over{64, 64, 4, 1};
-  REQUIRE(shape_of(DType::kFloat32, 256, over).accumulator_floats() > 128);
+  REQUIRE(shape_of(256, over).accumulator_floats() > 128);
   CHECK(check_forward_config(DType::kFloat32, 256, over, kSmemBytesSm90) != "");
   ForwardSpec spec;
   spec.dtype = DType::kFloat32;

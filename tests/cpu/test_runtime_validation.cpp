@@ -1,20 +1,18 @@
-// Argument validation of the forward API (C++ and C): every rule throws kInvalidArgument naming the
-// argument, before anything touches a device. Pointers are fake (never dereferenced without a device).
+// Argument validation of the C++ forward API (the C API's is in test_c_api.cpp): every rule throws
+// kInvalidArgument naming the argument, before anything touches a device. Pointers are fake (never
+// dereferenced without a device).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "flashrtc/attention.hpp"
-#include "flashrtc/c_api.h"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
 
@@ -277,164 +275,4 @@ TEST_CASE("select_forward_spec reflects the call") {
   p.config = TileConfig{64, 32, 4, 1};  // 16 query rows per warp: a tile of the tensor-core family
   spec = select_forward_spec(p);
   CHECK(spec.tile == TileConfig{64, 32, 4, 1});
-}
-
-// ---- C API ----------------------------------------------------------------------------------------------
-
-namespace {
-
-flashrtc_forward_params valid_c_params() {
-  const ForwardParams cpp = valid_params();
-  flashrtc_forward_params p;
-  flashrtc_forward_params_init(&p);
-  p.dtype = FLASHRTC_FLOAT16;
-  p.batch = cpp.batch;
-  p.seqlen_q = cpp.seqlen_q;
-  p.seqlen_kv = cpp.seqlen_kv;
-  p.heads_q = cpp.heads_q;
-  p.heads_kv = cpp.heads_kv;
-  p.head_dim = cpp.head_dim;
-  auto to_c = [](const TensorRef& t, flashrtc_tensor& out) {
-    out.data = t.data;
-    out.stride_batch = t.stride_batch;
-    out.stride_seq = t.stride_seq;
-    out.stride_head = t.stride_head;
-    out.stride_dim = t.stride_dim;
-  };
-  to_c(cpp.q, p.q);
-  to_c(cpp.k, p.k);
-  to_c(cpp.v, p.v);
-  to_c(cpp.o, p.o);
-  return p;
-}
-
-}  // namespace
-
-// The Python binding (python/flashrtc/_library.py) declares this struct with ctypes and its tests pin the
-// same numbers: a change here must change both.
-TEST_CASE("C API: flashrtc_forward_params layout") {
-  CHECK(sizeof(flashrtc_tensor) == 40);
-  CHECK(sizeof(flashrtc_forward_params) == 256);
-  CHECK(offsetof(flashrtc_forward_params, batch) == 8);
-  CHECK(offsetof(flashrtc_forward_params, head_dim) == 48);
-  CHECK(offsetof(flashrtc_forward_params, q) == 56);
-  CHECK(offsetof(flashrtc_forward_params, o) == 176);
-  CHECK(offsetof(flashrtc_forward_params, lse) == 216);
-  CHECK(offsetof(flashrtc_forward_params, softmax_scale) == 224);
-  CHECK(offsetof(flashrtc_forward_params, mask) == 228);
-  CHECK(offsetof(flashrtc_forward_params, stream) == 232);
-  CHECK(offsetof(flashrtc_forward_params, block_m) == 240);
-  CHECK(offsetof(flashrtc_forward_params, stages) == 252);
-}
-
-TEST_CASE("C API: flashrtc_forward_params_init fills defaults") {
-  flashrtc_forward_params p;
-  std::memset(&p, 0x7f, sizeof(p));
-  flashrtc_forward_params_init(&p);
-  CHECK(p.q.stride_dim == 1);
-  CHECK(p.k.stride_dim == 1);
-  CHECK(p.v.stride_dim == 1);
-  CHECK(p.o.stride_dim == 1);
-  CHECK(p.q.data == nullptr);
-  CHECK(p.lse == nullptr);
-  CHECK(p.softmax_scale == 0.f);
-  CHECK(p.mask == FLASHRTC_MASK_NONE);
-  CHECK(p.block_m == 0);
-  CHECK(p.block_n == 0);
-  CHECK(p.warps == 0);
-  CHECK(p.stages == 0);
-  flashrtc_forward_params_init(nullptr);  // must not crash
-}
-
-TEST_CASE("C API: invalid calls return FLASHRTC_ERROR_INVALID_ARGUMENT and say why") {
-  CHECK(flashrtc_attention_forward(nullptr) == FLASHRTC_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(flashrtc_last_error(), "null"));
-  CHECK(std::string(flashrtc_status_name(FLASHRTC_ERROR_INVALID_ARGUMENT)) == "InvalidArgument");
-  CHECK(std::string(flashrtc_status_name(FLASHRTC_ERROR_NO_DEVICE)) == "NoDevice");
-  CHECK(std::string(flashrtc_status_name(FLASHRTC_OK)) == "OK");
-
-  struct Case {
-    const char* what;
-    std::function<void(flashrtc_forward_params&)> mutate;
-    const char* names;
-  };
-  const Case cases[] = {
-      {"head_dim 7", [](flashrtc_forward_params& p) { p.head_dim = 7; }, "head_dim"},
-      {"head_dim 264", [](flashrtc_forward_params& p) { p.head_dim = 264; }, "head_dim"},
-      {"null q", [](flashrtc_forward_params& p) { p.q.data = nullptr; }, "q.data"},
-      {"misaligned v", [](flashrtc_forward_params& p) { p.v.data = fake_pointer(0x300008); }, "v.data"},
-      {"k stride_dim 2", [](flashrtc_forward_params& p) { p.k.stride_dim = 2; }, "k.stride_dim"},
-      {"dtype 9", [](flashrtc_forward_params& p) { p.dtype = 9; }, "dtype"},
-      {"mask 5", [](flashrtc_forward_params& p) { p.mask = 5; }, "mask"},
-      {"batch 0", [](flashrtc_forward_params& p) { p.batch = 0; }, "batch"},
-      {"heads_q 3 with heads_kv 2", [](flashrtc_forward_params& p) { p.heads_q = 3; }, "heads_q"},
-      {"softmax_scale +inf", [](flashrtc_forward_params& p) { p.softmax_scale = INFINITY; }, "softmax_scale"},
-      {"softmax_scale -inf", [](flashrtc_forward_params& p) { p.softmax_scale = -INFINITY; },
-       "softmax_scale"},
-      {"only block_m given", [](flashrtc_forward_params& p) { p.block_m = 64; }, "block_m"},
-      {"negative warps",
-       [](flashrtc_forward_params& p) { p.block_m = 64, p.block_n = 64, p.warps = -4, p.stages = 1; },
-       "warps"},
-      {"tile block_n 12",
-       [](flashrtc_forward_params& p) { p.block_m = 64, p.block_n = 12, p.warps = 4, p.stages = 1; },
-       "block_n"},
-  };
-  for (const Case& c : cases) {
-    INFO(c.what);
-    flashrtc_forward_params p = valid_c_params();
-    c.mutate(p);
-    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
-    const std::string message = flashrtc_last_error();
-    INFO("last error: " << message);
-    CHECK(contains(message, c.names));
-  }
-
-  // The message is per thread: another thread has its own (empty) one.
-  std::string other_thread;
-  std::thread([&] { other_thread = flashrtc_last_error(); }).join();
-  CHECK(other_thread.empty());
-  CHECK_FALSE(std::string(flashrtc_last_error()).empty());
-}
-
-TEST_CASE("C API: a valid call without a GPU returns FLASHRTC_ERROR_NO_DEVICE") {
-  if (device_available()) {
-    MESSAGE("a device is present; the no-device path is not testable here");
-    return;
-  }
-  flashrtc_forward_params p = valid_c_params();
-  p.softmax_scale = std::nanf("");  // documented: NaN means the default scale, not an error
-  CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
-  CHECK(contains(flashrtc_last_error(), "NoDevice"));
-  p.block_m = 64, p.block_n = 32, p.warps = 4, p.stages = 1;  // an explicit valid tile changes nothing
-  CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
-}
-
-TEST_CASE("C API: flashrtc_attention_forward_with_scale takes the scale as given") {
-  CHECK(flashrtc_attention_forward_with_scale(nullptr, 0.5f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(flashrtc_last_error(), "null"));
-  // Non-finite scales are errors here, NaN included: this entry point has no "default" spelling.
-  for (const float scale : {INFINITY, -INFINITY, std::nanf("")}) {
-    INFO("scale " << scale);
-    const flashrtc_forward_params p = valid_c_params();
-    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_INVALID_ARGUMENT);
-    CHECK(contains(flashrtc_last_error(), "softmax_scale"));
-  }
-  flashrtc_forward_params partial_tile = valid_c_params();
-  partial_tile.block_m = 64;
-  CHECK(flashrtc_attention_forward_with_scale(&partial_tile, 1.f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(flashrtc_last_error(), "block_m"));
-
-  if (device_available()) {
-    MESSAGE("a device is present; the no-device path of valid scales is not testable here");
-    return;
-  }
-  // 0 and negative scales pass validation (the plain entry point would read them as "default"), and the
-  // scale argument wins over the struct's field, even an infinite one the plain entry point rejects.
-  for (const float scale : {0.f, -0.125f, 3.f}) {
-    INFO("scale " << scale);
-    flashrtc_forward_params p = valid_c_params();
-    p.softmax_scale = INFINITY;
-    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_NO_DEVICE);
-    CHECK(contains(flashrtc_last_error(), "NoDevice"));
-  }
 }

@@ -39,8 +39,8 @@ TEST_CASE("tuning db: keys, buckets and the file's location") {
   const TuningKey k = key(128, 3000);
   CHECK(k.seqlen_q_bucket == 4096);
   CHECK(k.nvrtc_version == nvrtc_version());
-  CHECK(k.family == forward_kernel_family(DType::kBFloat16));
-  CHECK(to_string(k) == "Test GPU sm_90a nvrtc " + nvrtc_version() + " " + to_string(k.family) +
+  CHECK(k.family == portable_family(Operation::kForward, DType::kBFloat16).name);
+  CHECK(to_string(k) == "Test GPU sm_90a nvrtc " + nvrtc_version() + " " + k.family +
                             " bf16 d=128 mask=causal Nq<=4096 Nk<=4096");
   CHECK_FALSE(k == key(128, 5000));
 

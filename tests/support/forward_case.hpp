@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "flashrtc/flashrtc.hpp"
+#include "driver_api.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_reference/attention_reference.hpp"
 
@@ -33,6 +34,8 @@ struct ForwardCase {
   std::optional<TileConfig> config;
   bool with_lse = true;
   void* stream = nullptr;
+  // Capture the call into a CUDA graph on `stream` (required) and replay it twice instead of launching it.
+  bool via_graph = false;
   std::uint64_t seed = 1;
 
   std::string describe() const {
@@ -40,7 +43,8 @@ struct ForwardCase {
            " B=" + std::to_string(batch) + " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
            " Nq=" + std::to_string(seqlen_q) + " Nk=" + std::to_string(seqlen_kv) +
            (layout == Layout::kBnhd ? " bnhd" : " bhnd") + (row_pad ? " pad=" + std::to_string(row_pad) : "") +
-           (config ? " " + to_string(*config) : "") + (stream ? " stream" : "");
+           (config ? " " + to_string(*config) : "") + (stream ? " stream" : "") +
+           (via_graph ? " graph" : "");
   }
 };
 
@@ -114,6 +118,30 @@ struct CaseResult {
   std::vector<double> output;  // o in [B, Hq, Nq, d] order
 };
 
+// Captures launch() on stream into a graph (global capture mode: any call that is unsafe while capturing
+// fails), then replays it twice; every driver status is checked.
+template <typename F>
+void replay_in_graph(F&& launch, CUstream stream) {
+  const detail::DriverApi& api = detail::driver();
+  FLASHRTC_CU_CHECK(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  try {
+    launch();
+  } catch (...) {
+    CUgraph aborted = nullptr;
+    api.cuStreamEndCapture(stream, &aborted);
+    if (aborted) api.cuGraphDestroy(aborted);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  FLASHRTC_CU_CHECK(cuStreamEndCapture, stream, &graph);
+  CUgraphExec exec = nullptr;
+  FLASHRTC_CU_CHECK(cuGraphInstantiate, &exec, graph, 0);
+  for (int replay = 0; replay < 2; ++replay) FLASHRTC_CU_CHECK(cuGraphLaunch, exec, stream);
+  FLASHRTC_CU_CHECK(cuStreamSynchronize, stream);
+  FLASHRTC_CU_CHECK(cuGraphExecDestroy, exec);
+  FLASHRTC_CU_CHECK(cuGraphDestroy, graph);
+}
+
 // Runs c on the GPU and checks it; every (batch, head) is checked, references computed on host threads.
 inline CaseResult run_forward_case(const ForwardCase& c) {
   std::mt19937_64 rng(c.seed * 7919 + static_cast<std::uint64_t>(c.head_dim) * 131 + c.seqlen_q * 17 + c.seqlen_kv);
@@ -154,7 +182,11 @@ inline CaseResult run_forward_case(const ForwardCase& c) {
   p.mask = c.mask;
   p.stream = c.stream;
   p.config = c.config;
-  attention_forward(p);
+  if (c.via_graph) {
+    replay_in_graph([&] { attention_forward(p); }, static_cast<CUstream>(c.stream));
+  } else {
+    attention_forward(p);
+  }
   device_synchronize();
 
   std::vector<unsigned char> o_bytes(o.values.size() * elem);

@@ -22,7 +22,11 @@ typedef enum flashrtc_status {
   FLASHRTC_ERROR_INTERNAL = 8
 } flashrtc_status;
 
-typedef enum flashrtc_dtype { FLASHRTC_FLOAT32 = 0, FLASHRTC_FLOAT16 = 1, FLASHRTC_BFLOAT16 = 2 } flashrtc_dtype;
+typedef enum flashrtc_dtype {
+  FLASHRTC_FLOAT32 = 0,
+  FLASHRTC_FLOAT16 = 1,
+  FLASHRTC_BFLOAT16 = 2
+} flashrtc_dtype;
 typedef enum flashrtc_mask {
   FLASHRTC_MASK_NONE = 0,
   FLASHRTC_MASK_CAUSAL_TOP_LEFT = 1,
@@ -35,26 +39,44 @@ typedef struct flashrtc_tensor {
   int64_t stride_batch, stride_seq, stride_head, stride_dim;
 } flashrtc_tensor;
 
+/* Grows at the end: a caller states the size it was built with in struct_size (flashrtc_forward_params_init
+ * sets it), the library reads only the fields inside that size and gives every later field its default, so
+ * new fields need no new entry points and a binary built against an older header keeps working. */
 typedef struct flashrtc_forward_params {
-  int32_t dtype; /* flashrtc_dtype */
+  uint32_t struct_size; /* sizeof(flashrtc_forward_params) as the caller knows it; at least
+                           FLASHRTC_FORWARD_PARAMS_MIN_SIZE, at most FLASHRTC_FORWARD_PARAMS_MAX_SIZE */
+  int32_t dtype;        /* flashrtc_dtype */
   int64_t batch, seqlen_q, seqlen_kv, heads_q, heads_kv, head_dim;
   flashrtc_tensor q, k, v, o;
-  float* lse;            /* optional [B, Hq, Nq] float32 */
-  float softmax_scale;   /* <= 0 or NaN: 1/sqrt(head_dim) */
-  int32_t mask;          /* flashrtc_mask */
-  void* stream;          /* CUstream / cudaStream_t */
+  float* lse;                /* optional [B, Hq, Nq] float32 */
+  float softmax_scale;       /* used when has_softmax_scale: any finite value, 0 and negative included */
+  int32_t has_softmax_scale; /* 0: 1/sqrt(head_dim), and softmax_scale must be 0 */
+  int32_t mask;              /* flashrtc_mask */
   /* Optional explicit tile: all four > 0 to use it, all 0 for the default. */
   int32_t block_m, block_n, warps, stages;
+  void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_forward_params;
 
-/* Fills p with defaults (no tile override, default scale); the caller sets the rest. */
-FLASHRTC_API void flashrtc_forward_params_init(flashrtc_forward_params* p);
+/* The first layout's size (every field above): a smaller or zero struct_size is an invalid argument. A
+ * struct_size beyond what this library knows is accepted when the unknown tail is all zero (fields at
+ * their defaults), and is FLASHRTC_ERROR_UNSUPPORTED otherwise; above the maximum it is invalid. */
+#define FLASHRTC_FORWARD_PARAMS_MIN_SIZE 264u
+#define FLASHRTC_FORWARD_PARAMS_MAX_SIZE 4096u
+
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile override)
+ * and sets p->struct_size (only that field when struct_size is above the maximum). For callers that cannot
+ * use the inline function below (other languages). */
+FLASHRTC_API void flashrtc_forward_params_init_sized(flashrtc_forward_params* p, uint32_t struct_size);
+/* Defaults for the struct as this header declares it; the caller sets the rest. */
+static inline void flashrtc_forward_params_init(flashrtc_forward_params* p) {
+  flashrtc_forward_params_init_sized(p, (uint32_t)sizeof(flashrtc_forward_params));
+}
 FLASHRTC_API flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p);
-/* As flashrtc_attention_forward, with softmax_scale taken as given (any finite value, 0 and negative
- * included) in place of p->softmax_scale, whose "<= 0 or NaN means the default" rule cannot express them.
- * A new entry point rather than a new field, so binaries built against the older struct keep working. */
+/* As flashrtc_attention_forward with has_softmax_scale = 1 and this softmax_scale (any finite value); kept
+ * from before the struct had the flag. */
 FLASHRTC_API flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p,
-                                                                    float softmax_scale);
+                                                                   float softmax_scale);
 FLASHRTC_API const char* flashrtc_last_error(void);
 FLASHRTC_API const char* flashrtc_status_name(flashrtc_status status);
 FLASHRTC_API const char* flashrtc_version(void);

@@ -7,9 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flashrtc/attention.hpp"
 #include "flashrtc/export.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/types.hpp"
@@ -50,16 +52,28 @@ FLASHRTC_API DeviceTarget no_device_target();
 /// (assumed_sm_limits in tuning_space.hpp).
 FLASHRTC_API DeviceTarget assumed_device_target(const std::string& gpu_name, const std::string& arch);
 
-/// The part of a call that decides its tile.
+/// The part of a call that decides its family and tile. Resolution reads the lengths only through
+/// seqlen_bucket, so calls whose queries are equal after bucketed() resolve alike.
 struct ConfigQuery {
   DType dtype = DType::kFloat32;
   int head_dim = 64;
   MaskKind mask = MaskKind::kNone;
   std::int64_t seqlen_q = 1, seqlen_kv = 1;
   std::optional<TileConfig> explicit_config;
+  Operation operation = Operation::kForward;
+
+  /// Every field compared: the memo of resolved calls is keyed by the query itself.
+  bool operator==(const ConfigQuery& o) const {
+    return operation == o.operation && dtype == o.dtype && head_dim == o.head_dim && mask == o.mask &&
+           seqlen_q == o.seqlen_q && seqlen_kv == o.seqlen_kv && explicit_config == o.explicit_config;
+  }
+  /// The same query with each length replaced by its bucket.
+  FLASHRTC_API ConfigQuery bucketed() const;
 };
 
 struct ConfigResolution {
+  const KernelFamily* family = nullptr;  ///< the family the call runs on (select_kernel_family)
+  std::vector<std::string> family_passed_over;  ///< why higher-ranked families do not serve the call
   TileConfig config;
   ConfigSource source = ConfigSource::kDefault;
   std::string why;                      ///< one line: where the tile came from and what was passed over
@@ -68,10 +82,11 @@ struct ConfigResolution {
   std::filesystem::path tuning_db;      ///< the database consulted
 };
 
-/// The tile for query on target, and where it came from. An override is checked, never dropped silently:
+/// The family and tile for query on target, and where the tile came from. An override is checked, never dropped silently:
 /// throws Error naming the source (the call's "config" or FLASHRTC_CONFIG) and the field: kInvalidArgument
 /// for a malformed FLASHRTC_CONFIG or a tile the kernel family cannot be built with, kUnsupported for a
-/// tile that exceeds target's shared memory. A tuned entry that no longer fits is skipped with a warning.
+/// tile that exceeds target's shared memory, or when no family serves the call. A tuned entry that no
+/// longer fits is skipped with a warning.
 FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target);
 
 /// The query of a call.

@@ -1,6 +1,7 @@
 #pragma once
-/// Tile configurations of the forward kernel family: the one table shared by the default choice, the
-/// tuner and the tests.
+/// Tile configurations. Each kernel family (kernel_family.hpp) owns its tile axes, its rules and its default
+/// table; the functions below answer for the portable family of a dtype (the one every GPU flashrtc targets
+/// runs), for callers that name no family.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,22 +22,16 @@ struct TileConfig {
   }
 };
 
-/// The kernel family that runs a dtype: tensor cores (mma.sync) for fp16/bf16, CUDA cores for fp32. Each
-/// family has its own tile space, shared-memory plan and default table behind the functions below.
-enum class KernelFamily : int { kSimt = 0, kMma = 1 };
-FLASHRTC_API const char* to_string(KernelFamily family);  ///< "simt", "mma"
-FLASHRTC_API KernelFamily forward_kernel_family(DType dtype);
-
 /// "block_m=64,block_n=64,warps=4,stages=2".
 FLASHRTC_API std::string to_string(const TileConfig& config);
 
-/// Limits every forward kernel specialization obeys; kernels static_assert the same numbers.
+/// The largest head dim any forward family takes.
 inline constexpr int kMaxHeadDim = 256;
 /// Opt-in shared memory per block on sm_80 (163 KB) is the smallest of the GPUs we target; sm_90 allows 227 KB.
 inline constexpr std::size_t kSmemBytesSm80 = 163 * 1024;
 inline constexpr std::size_t kSmemBytesSm90 = 227 * 1024;
 
-/// Shared memory the forward kernel needs for this element type, head dim and tile.
+/// Shared memory the portable forward kernel needs for this element type, head dim and tile.
 FLASHRTC_API std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config);
 
 /// Empty when config is one the kernel can be built with for head_dim under smem_limit_bytes; otherwise

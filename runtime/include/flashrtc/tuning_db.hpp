@@ -19,7 +19,7 @@ struct TuningKey {
   std::string gpu_name;       ///< cuDeviceGetName, e.g. "NVIDIA H200"
   std::string arch;           ///< the arch kernels are compiled for, e.g. "sm_90a"
   std::string nvrtc_version;  ///< "13.0": another compiler makes other code
-  KernelFamily family = KernelFamily::kSimt;
+  std::string family;         ///< the kernel family's name (kernel_family.hpp), e.g. "mma"
   DType dtype = DType::kFloat32;
   int head_dim = 0;
   MaskKind mask = MaskKind::kNone;
@@ -38,11 +38,12 @@ inline constexpr std::int64_t kMaxSeqlenBucket = std::int64_t{1} << 62;
 /// seqlen <= 1. Throws Error(kInvalidArgument) naming the range for seqlen > kMaxSeqlenBucket.
 FLASHRTC_API std::int64_t seqlen_bucket(std::int64_t seqlen);
 
-/// The key of a call on the named GPU and arch, with this process's NVRTC version and the dtype's family.
-/// Throws Error(kInvalidArgument) for a length over kMaxSeqlenBucket.
+/// The key of a call on the named GPU and arch, with this process's NVRTC version and family (by name), or when
+/// family is empty the family the call runs on there (select_kernel_family: throws Error(kUnsupported) when
+/// none serves it), Error(kInvalidArgument) for a length over kMaxSeqlenBucket.
 FLASHRTC_API TuningKey make_tuning_key(const std::string& gpu_name, const std::string& arch, DType dtype,
-                                       int head_dim, MaskKind mask, std::int64_t seqlen_q,
-                                       std::int64_t seqlen_kv);
+                                       int head_dim, MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv,
+                                       const std::string& family = {});
 
 /// One tuned tile and how it was measured.
 struct TuningEntry {

@@ -24,14 +24,17 @@ class LogCapture {
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
 
-  std::vector<std::string> warnings() const {
+  std::vector<std::string> warnings() const { return at_level("warning"); }
+  std::vector<std::string> errors() const { return at_level("error"); }
+
+ private:
+  std::vector<std::string> at_level(const std::string& level) const {
     std::vector<std::string> found;
     for (const std::string& line : sink_->last_formatted())
-      if (line.rfind("warning ", 0) == 0) found.push_back(line);
+      if (line.rfind(level + " ", 0) == 0) found.push_back(line);
     return found;
   }
 
- private:
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
 };
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Host time per call of flashrtc.attention beside torch's scaled_dot_product_attention, in one process,
+on the same tiny CUDA tensors (bf16 [B, H, N, d] = [1, 1, 2, 64]: the GPU side stays out of the way).
+
+Each row: N back-to-back calls timed with time.perf_counter, no synchronize inside the loop (the stream is
+synchronized between repetitions), the median over several repetitions, flashrtc and SDPA interleaved so
+drift hits both alike. Both are warmed first (flashrtc's kernel compiled or loaded, its signature cached).
+
+    python3 bench/host_overhead.py                   # the table and the ratios flashrtc / SDPA
+    python3 bench/host_overhead.py --json            # one JSON object per row
+    python3 bench/host_overhead.py --fake            # no GPU: the binding's own Python cost per call on a
+                                                     # fake torch (python/tests/fake_torch.py) with the C
+                                                     # call replaced by a no-op
+
+Exit codes: 0 measured, 1 flashrtc's output disagrees with SDPA's, 2 usage, 77 no torch or no GPU.
+flashrtc is imported from the environment, else from the checkout's python/ folder.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHAPE = (1, 1, 2, 64)
+EXIT_MISMATCH, EXIT_SKIP = 1, 77
+
+
+def import_flashrtc():
+    try:
+        import flashrtc
+    except ImportError:
+        sys.path.insert(0, str(REPO / "python"))
+        import flashrtc
+    return flashrtc
+
+
+def per_call_us(function, calls, synchronize):
+    """Host microseconds per call over `calls` back-to-back calls; synchronizes after, outside the timing."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        function()
+    elapsed = time.perf_counter() - start
+    synchronize()
+    return elapsed / calls * 1e6
+
+
+def measure(rows, calls, repetitions, synchronize):
+    """rows: [(name, {label: function})]; returns [(name, {label: median us})]."""
+    results = []
+    for name, functions in rows:
+        samples = {label: [] for label in functions}
+        for function in functions.values():
+            function()
+        synchronize()
+        for _ in range(repetitions):
+            for label, function in functions.items():
+                samples[label].append(per_call_us(function, calls, synchronize))
+        results.append((name, {label: statistics.median(values) for label, values in samples.items()}))
+    return results
+
+
+def gpu_rows(flashrtc, torch):
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.randn(SHAPE, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    with torch.inference_mode():
+        for causal in (False, True):
+            error = (flashrtc.attention(q, k, v, causal=causal).float()
+                     - sdpa(q, k, v, is_causal=causal).float()).abs().max().item()
+            if error > 2e-2:
+                print(f"flashrtc disagrees with SDPA (causal={causal}): max abs difference {error}", file=sys.stderr)
+                sys.exit(EXIT_MISMATCH)
+    return [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v), "sdpa": lambda: sdpa(q, k, v)}),
+            ("causal", {"flashrtc": lambda: flashrtc.attention(q, k, v, causal=True),
+                        "sdpa": lambda: sdpa(q, k, v, is_causal=True)})]
+
+
+def fake_rows(flashrtc, torch):
+    """flashrtc alone on fake tensors: what the binding costs in Python, without torch and the library."""
+    from flashrtc import _library
+    library = _library.load()
+    library.forward = lambda params: 0  # the C call as a no-op: its own cost is the library's, measured in C++
+    q, k, v = (torch.tensor_bhnd(SHAPE, "bfloat16") for _ in range(3))
+    return [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v)}),
+            ("causal + lse", {"flashrtc": lambda: flashrtc.attention(q, k, v, causal=True, return_lse=True)})]
+
+
+def report(results, device, calls, repetitions, as_json):
+    for name, medians in results:
+        ratio = medians["flashrtc"] / medians["sdpa"] if "sdpa" in medians else None
+        if as_json:
+            print(json.dumps({"device": device, "shape": list(SHAPE), "dtype": "bfloat16", "call": name,
+                              "calls": calls, "repetitions": repetitions,
+                              **{f"{label}_us": round(us, 3) for label, us in medians.items()},
+                              "ratio": None if ratio is None else round(ratio, 3)}))
+    if as_json:
+        return
+    print(f"{device}, bf16 {list(SHAPE)}, host us per call: median of {repetitions} x {calls} back-to-back calls")
+    labels = list(results[0][1])
+    ratio_title = "   flashrtc/sdpa" if "sdpa" in labels else ""
+    print(f"  {'call':<14}" + "".join(f"{label:>12}" for label in labels) + ratio_title)
+    for name, medians in results:
+        line = f"  {name:<14}" + "".join(f"{medians[label]:>12.2f}" for label in labels)
+        if "sdpa" in medians:
+            line += f"   {medians['flashrtc'] / medians['sdpa']:>12.2f}x"
+        print(line)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="back-to-back calls per repetition")
+    parser.add_argument("--repetitions", type=int, default=9)
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument("--fake", action="store_true", help="no GPU: the binding's Python cost on a fake torch")
+    args = parser.parse_args(argv)
+    if args.calls < 1 or args.repetitions < 1:
+        parser.error("--calls and --repetitions must be >= 1")
+    flashrtc = import_flashrtc()
+
+    if args.fake:
+        sys.path.insert(0, str(REPO / "python" / "tests"))
+        import fake_torch
+        with fake_torch.installed() as torch:
+            results = measure(fake_rows(flashrtc, torch), args.calls, args.repetitions, lambda: None)
+        report(results, "fake torch (no GPU, C call a no-op)", args.calls, args.repetitions, args.json)
+        return 0
+    try:
+        import torch
+    except ImportError:
+        print("host_overhead.py: torch is not installed: skipped", file=sys.stderr)
+        return EXIT_SKIP
+    if not torch.cuda.is_available():
+        print("host_overhead.py: no CUDA device: skipped", file=sys.stderr)
+        return EXIT_SKIP
+    results = measure(gpu_rows(flashrtc, torch), args.calls, args.repetitions, torch.cuda.synchronize)
+    report(results, torch.cuda.get_device_name(), args.calls, args.repetitions, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#pragma once
+// Which keys a query row sees, for every forward family: key `col` is visible to query `row` iff
+// col < seqlen_kv and, under a causal mask, col <= row + diag (ForwardBlock::diag: 0 top-left,
+// seqlen_kv - seqlen_q bottom-right).
+#include "flashrtc/forward_params.cuh"
+
+namespace flashrtc {
+
+template <kernel::Mask kMask>
+struct KeyMask {
+  static constexpr bool kCausal = kMask != kernel::Mask::kNone;
+  int seqlen_kv;
+  long long diag;
+
+  // Whether key col is hidden from query row.
+  __device__ __forceinline__ bool hides(long long row, long long col) const {
+    return col >= seqlen_kv || (kCausal && col > row + diag);
+  }
+  // Whether the key tile [n0, n0 + block_n) hides any key from any query row at or after m0 (row m0 sees the
+  // fewest keys): only such tiles pay for the mask.
+  __device__ __forceinline__ bool tile_needs_mask(long long m0, long long n0, int block_n) const {
+    return n0 + block_n > seqlen_kv || (kCausal && n0 + block_n - 1 > m0 + diag);
+  }
+};
+
+}  // namespace flashrtc

@@ -1,0 +1,185 @@
+#pragma once
+/// Kernel families as data. A family is one kernel template (a `.cuh` under kernel_sources/) and everything
+/// the runtime needs to know about it; the family table is the only place that knows which families exist.
+/// Selection, compile, cache, config resolution, tuning, `compile --all` and the tests iterate it.
+///
+/// Adding a family:
+///   1. write its kernel template in kernel_sources/flashrtc/<name>.cuh, with its limits as constexpr code the
+///      kernel static_asserts and the host can call (see mma_forward_shape.cuh);
+///   2. describe it in one KernelFamily (runtime/src/families/<name>_family.cpp): operation, dtypes, archs and
+///      priority, header, kernel template, template-argument list, tile axes, default table, limits and
+///      launch builder;
+///   3. list it in kBuiltinFamilies (runtime/src/family_table.cpp). A family that serves an arch outranks the
+///      others there by priority; where its checks fail, selection falls back to the next and says why.
+/// Nothing else changes: the name expression, the cache key, meta.json's kernel fields and the launch memo
+/// derive from the family's template-argument list.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashrtc/export.hpp"
+#include "flashrtc/launch_shape.hpp"
+#include "flashrtc/tile_config.hpp"
+#include "flashrtc/types.hpp"
+
+namespace flashrtc {
+
+/// What a family computes. Each operation has its own parameter struct (ForwardParams for kForward).
+enum class Operation : int { kForward = 0 };
+FLASHRTC_API const char* to_string(Operation op);  ///< "forward"
+
+/// One template parameter of a family's kernel; a family lists them in the kernel's order.
+enum class TemplateArg : int { kElementType, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask };
+inline constexpr int kMaxTemplateArgs = 12;
+
+struct KernelFamily;
+
+/// Everything that selects one kernel instantiation: the family, and the values of its template arguments.
+struct KernelSpec {
+  DType dtype = DType::kFloat32;
+  int head_dim = 64;
+  MaskKind mask = MaskKind::kNone;
+  TileConfig tile;
+  /// The family whose kernel this is; null means the portable family for dtype (portable_family()).
+  const KernelFamily* family = nullptr;
+};
+
+/// Kernel parameters by value (the driver copies them at launch), in a fixed buffer so a launch allocates
+/// nothing. Room for a parameter struct and a few 128-byte TMA descriptors.
+struct KernelArgs {
+  static constexpr std::size_t kCapacityBytes = 1024;
+  static constexpr int kMaxArgs = 8;
+  alignas(64) unsigned char storage[kCapacityBytes];
+  void* pointers[kMaxArgs];
+  std::size_t used_bytes = 0;
+  int count = 0;
+
+  /// Appends one kernel parameter; throws Error(kInternal) past the capacity (a family's bug).
+  template <typename T>
+  void push(const T& value) {
+    const std::size_t offset = (used_bytes + alignof(T) - 1) / alignof(T) * alignof(T);
+    if (offset + sizeof(T) > kCapacityBytes || count == kMaxArgs) overflow();
+    unsigned char* slot = storage + offset;
+    *reinterpret_cast<T*>(slot) = value;
+    pointers[count++] = slot;
+    used_bytes = offset + sizeof(T);
+  }
+
+ private:
+  [[noreturn]] FLASHRTC_API static void overflow();
+};
+
+/// A resolved call, immutable: the family, its spec (tile from config resolution), the arch it is compiled
+/// for, and what the family derives from them once.
+struct CallPlan {
+  const KernelFamily* family = nullptr;
+  KernelSpec spec;  ///< spec.family == family
+  std::string arch;
+  std::size_t smem_bytes = 0;  ///< dynamic shared memory per block
+  int threads = 0;             ///< per block
+};
+
+/// A kernel family. Plain data plus a few functions; the runtime reads it, never copies its rules.
+struct KernelFamily {
+  std::string name;  ///< short and unique: "mma", "simt"; in tuning keys, cache listings and logs
+  Operation operation = Operation::kForward;
+  std::vector<DType> dtypes;  ///< element types it serves
+  int min_cc = 80;            ///< lowest compute capability (major * 10 + minor) it runs on
+  int max_cc = 0;             ///< highest one, 0 for no bound
+  bool needs_arch_specific = false;  ///< compiled for the "a" target (sm_90a): wgmma, setmaxnreg
+  int priority = 0;                  ///< where several families serve a call, the highest wins
+  int min_head_dim = 8, max_head_dim = kMaxHeadDim, head_dim_multiple = 8;
+
+  std::string header;           ///< include path under kernel_sources/, e.g. "flashrtc/attention_forward_mma.cuh"
+  std::string header_source;    ///< the header's text for families registered from outside kernel_sources/
+  std::string kernel_template;  ///< e.g. "flashrtc::attention_forward_mma"
+  std::vector<TemplateArg> template_args;  ///< the kernel template's parameters, in order
+
+  /// The tile space is the product of these axes, filtered by invalid_reason (what the tuner sweeps).
+  struct TileAxes {
+    std::vector<int> block_m, block_n, warps, stages;
+  } tile_axes;
+
+  /// Default tiles per head dim: the first row whose max_head_dim covers the call, in it the first candidate
+  /// that fits the device's shared memory (which also stands for the GPU generation: ptxas for sm_80 spills
+  /// some tiles ptxas for sm_90 fits) and whose key-length bucket is long enough.
+  struct DefaultCandidate {
+    TileConfig tile;
+    std::size_t min_smem_limit = 0;
+    /// Only for calls whose key-length bucket (seqlen_bucket(Nk)) is at least this (0: any).
+    std::int64_t min_seqlen_kv_bucket = 0;
+  };
+  struct DefaultRow {
+    int max_head_dim = 0;
+    std::vector<DefaultCandidate> candidates;
+    std::string why;  ///< the measurement behind the choice
+  };
+  std::vector<DefaultRow> defaults;
+
+  /// The kernel's own rule for a spec (the same constexpr code its static_assert uses): nullptr when it can be
+  /// built, else which field is wrong and why.
+  const char* (*invalid_reason)(const KernelSpec& spec) = nullptr;
+  std::size_t (*smem_bytes)(const KernelSpec& spec) = nullptr;
+  int (*threads)(const KernelSpec& spec) = nullptr;
+  /// Fills the launch of one call: grid, block, cluster, shared memory and kernel parameters. op_params is the
+  /// operation's parameter struct (a ForwardParams for Operation::kForward), already validated. Throws
+  /// Error(kInvalidArgument) for a problem the grid cannot index.
+  void (*build_launch)(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) = nullptr;
+
+  bool serves_dtype(DType dtype) const;
+  bool serves_head_dim(int head_dim) const;
+  /// Empty when the family can run on arch ("sm_90a"; empty means any GPU flashrtc targets, judged as sm_80),
+  /// else why not.
+  std::string arch_mismatch(std::string_view arch) const;
+
+  /// Empty when config can be built for head_dim and fits smem_limit_bytes, else the reason naming the field.
+  std::string check_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) const;
+  /// Every tile of the axes that check_config accepts.
+  std::vector<TileConfig> config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
+  /// The default tile for a call (see DefaultCandidate); seqlen_kv <= 0 means long or unknown.
+  TileConfig default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes, std::int64_t seqlen_kv = 0) const;
+  /// Every tile default_config can return for these arguments, whatever the key length; the long one first.
+  std::vector<TileConfig> default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
+  /// The values of template_args for spec, in order (element type and mask as their enum values).
+  int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
+  /// "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, flashrtc::kernel::Mask::kNone>".
+  std::string name_expression(const KernelSpec& spec) const;
+};
+
+/// Every family in the table (built-in first, then registered ones), in table order.
+FLASHRTC_API std::vector<const KernelFamily*> kernel_families();
+/// The family named name, or null.
+FLASHRTC_API const KernelFamily* find_kernel_family(std::string_view name);
+
+/// The family a call runs on, and why each better-ranked family was passed over.
+struct FamilyChoice {
+  const KernelFamily* family = nullptr;
+  std::vector<std::string> passed_over;  ///< "mma-hopper: needs sm_90a, not sm_80"
+};
+/// The highest-priority family of op that serves dtype and head_dim on arch (empty: judged as sm_80).
+/// Throws Error(kUnsupported) listing every family's reason when none does.
+FLASHRTC_API FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch);
+/// The family select_kernel_family picks on sm_80: what every GPU flashrtc targets runs.
+FLASHRTC_API const KernelFamily& portable_family(Operation op, DType dtype, int head_dim = 64);
+/// spec.family, or the portable family for spec.dtype when it is null.
+FLASHRTC_API const KernelFamily& family_of(const KernelSpec& spec, Operation op = Operation::kForward);
+
+/// Adds a family to the table for as long as the returned handle lives (extensions, tests). Throws
+/// Error(kInvalidArgument) for a family without a name, template, header or functions, or a name in use.
+/// Call it while no other thread is inside flashrtc; calls resolved earlier keep their plans.
+class FamilyRegistration {
+ public:
+  FLASHRTC_API explicit FamilyRegistration(KernelFamily family);
+  FLASHRTC_API ~FamilyRegistration();
+  FamilyRegistration(const FamilyRegistration&) = delete;
+  FamilyRegistration& operator=(const FamilyRegistration&) = delete;
+  const KernelFamily& family() const { return *family_; }
+
+ private:
+  std::shared_ptr<const KernelFamily> family_;
+};
+
+}  // namespace flashrtc

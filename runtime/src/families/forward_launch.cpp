@@ -1,0 +1,49 @@
+#include "families/forward_launch.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "flashrtc/attention.hpp"
+#include "flashrtc/error.hpp"
+#include "flashrtc/forward_params.cuh"
+
+namespace flashrtc::detail {
+
+static_assert(static_cast<int>(kernel::Mask::kNone) == static_cast<int>(MaskKind::kNone));
+static_assert(static_cast<int>(kernel::Mask::kCausalTopLeft) == static_cast<int>(MaskKind::kCausalTopLeft));
+static_assert(static_cast<int>(kernel::Mask::kCausalBottomRight) == static_cast<int>(MaskKind::kCausalBottomRight));
+
+void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) {
+  const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
+  const std::int64_t num_m_blocks = (p.seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
+  // gridDim.x holds every (batch, head, query block).
+  const __int128 blocks = static_cast<__int128>(num_m_blocks) * p.batch * p.heads_q;
+  if (blocks > std::numeric_limits<std::int32_t>::max())
+    throw Error(ErrorCode::kInvalidArgument,
+                "batch * heads_q * ceil(seqlen_q / block_m) = " + std::to_string(static_cast<long double>(blocks)) +
+                    " thread blocks: index overflow (the grid allows 2^31 - 1)");
+  shape.grid[0] = static_cast<unsigned>(blocks);
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+
+  kernel::ForwardParams k{};
+  k.q = p.q.data;
+  k.k = p.k.data;
+  k.v = p.v.data;
+  k.o = const_cast<void*>(p.o.data);
+  k.lse = p.lse;
+  k.q_stride_batch = p.q.stride_batch, k.q_stride_seq = p.q.stride_seq, k.q_stride_head = p.q.stride_head;
+  k.k_stride_batch = p.k.stride_batch, k.k_stride_seq = p.k.stride_seq, k.k_stride_head = p.k.stride_head;
+  k.v_stride_batch = p.v.stride_batch, k.v_stride_seq = p.v.stride_seq, k.v_stride_head = p.v.stride_head;
+  k.o_stride_batch = p.o.stride_batch, k.o_stride_seq = p.o.stride_seq, k.o_stride_head = p.o.stride_head;
+  k.seqlen_q = static_cast<int>(p.seqlen_q);
+  k.seqlen_kv = static_cast<int>(p.seqlen_kv);
+  k.heads_q = static_cast<int>(p.heads_q);
+  k.kv_group = static_cast<int>(p.heads_q / p.heads_kv);
+  k.num_m_blocks = static_cast<int>(num_m_blocks);
+  const double scale = p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  k.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  args.push(k);
+}
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,50 @@
+// Forward attention on CUDA cores (exact fp32 arithmetic), fp32: kernel_sources/flashrtc/attention_forward_simt.cuh.
+#include "families/builtin_families.hpp"
+#include "families/forward_launch.hpp"
+#include "families/shape_rules.hpp"
+#include "flashrtc/simt_forward_shape.cuh"
+
+namespace flashrtc::detail {
+
+namespace {
+
+SimtForwardShape shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
+KernelFamily describe() {
+  KernelFamily f;
+  f.name = "simt";
+  f.operation = Operation::kForward;
+  f.dtypes = {DType::kFloat32};
+  f.min_cc = 80;
+  f.priority = 0;
+  f.header = "flashrtc/attention_forward_simt.cuh";
+  f.kernel_template = "flashrtc::attention_forward_simt";
+  f.template_args = forward_block_template_args();
+  f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {2, 4, 8}, {1, 2}};
+  // fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md). Every default compiles without spills for sm_80
+  // and sm_90a (tests/cpu checks it).
+  f.defaults = {
+      {32, {{{128, 64, 4, 1}}}, "d=32: 31 TFLOP/s; 64x32 ran 28, 8 warps 19-25 (too few columns per thread)"},
+      {64, {{{64, 64, 4, 1}}}, "d=64: 35 TFLOP/s; 128x64 ran 36, passed over while this family also built 16-bit tiles (they spilled it)"},
+      {128,
+       {{{128, 64, 8, 1}}, {{64, 32, 4, 1}}},
+       "d=128: 128x64 ran 39 but needs 170 KB in fp32, over sm_80's 163 KB; 64x32 ran 34"},
+      {256,
+       {{{64, 64, 8, 1}}, {{64, 32, 8, 1}}},
+       "d=256: 64x64 ran 33 but needs 217 KB in fp32; 64x32 ran 28; larger tiles pass 128 accumulators"},
+  };
+  use_shape_rules<shape>(f);
+  f.build_launch = build_forward_block_launch;
+  return f;
+}
+
+}  // namespace
+
+const KernelFamily& forward_simt_family() {
+  static const KernelFamily family = describe();
+  return family;
+}
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,268 @@
+// The family table: the built-in families, the registered ones, selection by operation, dtype, head dim and
+// arch, and the rules every family shares (KernelFamily's member functions).
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <mutex>
+
+#include "families/builtin_families.hpp"
+#include "flashrtc/error.hpp"
+#include "flashrtc/kernel_family.hpp"
+#include "flashrtc/tuning_db.hpp"
+#include "settings_generation.hpp"
+
+namespace flashrtc {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const KernelFamily>> registered;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // leaked: plans may point into it until process exit
+  return *r;
+}
+
+// Compute capability of "sm_90a" as 90; -1 when arch is not of that form.
+int arch_cc(std::string_view arch) {
+  if (arch.substr(0, 3) != "sm_") return -1;
+  std::string_view digits = arch.substr(3);
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.remove_suffix(1);
+  int cc = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), cc);
+  if (error != std::errc() || end != digits.data() + digits.size() || digits.empty()) return -1;
+  return cc;
+}
+
+const char* dtype_name_in_kernel(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float";
+    case DType::kFloat16: return "flashrtc::half_t";
+    case DType::kBFloat16: return "flashrtc::bfloat16_t";
+  }
+  throw Error(ErrorCode::kInvalidArgument, "dtype=" + std::to_string(static_cast<int>(dtype)) + ": unknown element type");
+}
+
+const char* mask_name_in_kernel(MaskKind mask) {
+  switch (mask) {
+    case MaskKind::kNone: return "flashrtc::kernel::Mask::kNone";
+    case MaskKind::kCausalTopLeft: return "flashrtc::kernel::Mask::kCausalTopLeft";
+    case MaskKind::kCausalBottomRight: return "flashrtc::kernel::Mask::kCausalBottomRight";
+  }
+  throw Error(ErrorCode::kInvalidArgument, "mask=" + std::to_string(static_cast<int>(mask)) + ": unknown mask kind");
+}
+
+}  // namespace
+
+const char* to_string(Operation op) {
+  switch (op) {
+    case Operation::kForward: return "forward";
+  }
+  return "unknown";
+}
+
+void KernelArgs::overflow() {
+  throw Error(ErrorCode::kInternal, "kernel parameters exceed KernelArgs' " + std::to_string(kCapacityBytes) +
+                                        " bytes or " + std::to_string(kMaxArgs) + " arguments");
+}
+
+bool KernelFamily::serves_dtype(DType dtype) const {
+  return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
+}
+
+bool KernelFamily::serves_head_dim(int head_dim) const {
+  return head_dim >= min_head_dim && head_dim <= max_head_dim && head_dim % head_dim_multiple == 0;
+}
+
+std::string KernelFamily::arch_mismatch(std::string_view arch) const {
+  const std::string shown = arch.empty() ? "sm_80 (no GPU known)" : std::string(arch);
+  const int cc = arch.empty() ? 80 : arch_cc(arch);
+  if (cc < 0) return "arch " + shown + " is not of the form sm_XY";
+  if (cc < min_cc) return "needs sm_" + std::to_string(min_cc) + " or newer, not " + shown;
+  if (max_cc > 0 && cc > max_cc) return "runs on sm_" + std::to_string(max_cc) + " at most, not " + shown;
+  if (needs_arch_specific && (arch.empty() || arch.back() != 'a'))
+    return "needs the arch-specific target sm_" + std::to_string(cc) + "a, not " + shown;
+  return {};
+}
+
+std::string KernelFamily::check_config(DType dtype, int head_dim, const TileConfig& config,
+                                       std::size_t smem_limit_bytes) const {
+  if (config.block_m < 1 || config.block_m > 256) return "block_m=" + std::to_string(config.block_m) + ": must be in [1, 256]";
+  if (config.block_n < 1 || config.block_n > 256) return "block_n=" + std::to_string(config.block_n) + ": must be in [1, 256]";
+  const KernelSpec spec{dtype, head_dim, MaskKind::kNone, config, this};
+  if (const char* reason = invalid_reason(spec)) return std::string(reason) + " (" + to_string(config) + ")";
+  const std::size_t smem = smem_bytes(spec);
+  if (smem > smem_limit_bytes)
+    return "shared memory: " + to_string(config) + " needs " + std::to_string(smem) + " bytes at d=" +
+           std::to_string(head_dim) + ", over the " + std::to_string(smem_limit_bytes) + " available";
+  return {};
+}
+
+std::vector<TileConfig> KernelFamily::config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const {
+  std::vector<TileConfig> space;
+  for (int block_m : tile_axes.block_m)
+    for (int block_n : tile_axes.block_n)
+      for (int warps : tile_axes.warps)
+        for (int stages : tile_axes.stages) {
+          const TileConfig config{block_m, block_n, warps, stages};
+          if (check_config(dtype, head_dim, config, smem_limit_bytes).empty()) space.push_back(config);
+        }
+  return space;
+}
+
+TileConfig KernelFamily::default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+                                        std::int64_t seqlen_kv) const {
+  if (defaults.empty()) throw Error(ErrorCode::kInternal, "kernel family " + name + " has no default tiles");
+  const DefaultRow* row = &defaults.back();
+  for (const DefaultRow& r : defaults)
+    if (head_dim <= r.max_head_dim) {
+      row = &r;
+      break;
+    }
+  const std::int64_t bucket = seqlen_kv > 0 ? seqlen_bucket(seqlen_kv) : 0;
+  for (const DefaultCandidate& candidate : row->candidates)
+    if (smem_limit_bytes >= candidate.min_smem_limit && (bucket == 0 || bucket >= candidate.min_seqlen_kv_bucket) &&
+        smem_bytes({dtype, head_dim, MaskKind::kNone, candidate.tile, this}) <= smem_limit_bytes)
+      return candidate.tile;
+  // Nothing fits: the last candidate, whose shared-memory error the launch will report.
+  return row->candidates.back().tile;
+}
+
+std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes) const {
+  // Key lengths where the choice can change: unknown (or long), and the bucket just below each minimum.
+  std::vector<std::int64_t> lengths = {0};
+  for (const DefaultRow& row : defaults)
+    for (const DefaultCandidate& candidate : row.candidates)
+      if (candidate.min_seqlen_kv_bucket > 1) lengths.push_back(candidate.min_seqlen_kv_bucket / 2);
+  std::vector<TileConfig> tiles;
+  for (std::int64_t seqlen_kv : lengths) {
+    const TileConfig tile = default_config(dtype, head_dim, smem_limit_bytes, seqlen_kv);
+    if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
+  }
+  return tiles;
+}
+
+int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const {
+  int n = 0;
+  for (TemplateArg arg : template_args) {
+    switch (arg) {
+      case TemplateArg::kElementType: values[n] = static_cast<int>(spec.dtype); break;
+      case TemplateArg::kHeadDim: values[n] = spec.head_dim; break;
+      case TemplateArg::kBlockM: values[n] = spec.tile.block_m; break;
+      case TemplateArg::kBlockN: values[n] = spec.tile.block_n; break;
+      case TemplateArg::kWarps: values[n] = spec.tile.warps; break;
+      case TemplateArg::kStages: values[n] = spec.tile.stages; break;
+      case TemplateArg::kMask: values[n] = static_cast<int>(spec.mask); break;
+    }
+    ++n;
+  }
+  return n;
+}
+
+std::string KernelFamily::name_expression(const KernelSpec& spec) const {
+  std::string text = kernel_template + "<";
+  for (std::size_t i = 0; i < template_args.size(); ++i) {
+    if (i) text += ", ";
+    switch (template_args[i]) {
+      case TemplateArg::kElementType: text += dtype_name_in_kernel(spec.dtype); break;
+      case TemplateArg::kHeadDim: text += std::to_string(spec.head_dim); break;
+      case TemplateArg::kBlockM: text += std::to_string(spec.tile.block_m); break;
+      case TemplateArg::kBlockN: text += std::to_string(spec.tile.block_n); break;
+      case TemplateArg::kWarps: text += std::to_string(spec.tile.warps); break;
+      case TemplateArg::kStages: text += std::to_string(spec.tile.stages); break;
+      case TemplateArg::kMask: text += mask_name_in_kernel(spec.mask); break;
+    }
+  }
+  return text + ">";
+}
+
+std::vector<const KernelFamily*> kernel_families() {
+  std::vector<const KernelFamily*> families = detail::builtin_families();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& family : r.registered) families.push_back(family.get());
+  return families;
+}
+
+const KernelFamily* find_kernel_family(std::string_view name) {
+  for (const KernelFamily* family : kernel_families())
+    if (family->name == name) return family;
+  return nullptr;
+}
+
+FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch) {
+  std::vector<const KernelFamily*> candidates;
+  for (const KernelFamily* family : kernel_families())
+    if (family->operation == op) candidates.push_back(family);
+  // Highest priority first; equal priorities keep table order.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const KernelFamily* a, const KernelFamily* b) { return a->priority > b->priority; });
+  FamilyChoice choice;
+  for (const KernelFamily* family : candidates) {
+    std::string why;
+    if (!family->serves_dtype(dtype))
+      why = "does not take " + std::string(to_string(dtype));
+    else if (!family->serves_head_dim(head_dim))
+      why = "head_dim=" + std::to_string(head_dim) + " is outside its range (multiples of " +
+            std::to_string(family->head_dim_multiple) + " from " + std::to_string(family->min_head_dim) + " to " +
+            std::to_string(family->max_head_dim) + ")";
+    else
+      why = family->arch_mismatch(arch);
+    if (why.empty()) {
+      choice.family = family;
+      return choice;
+    }
+    choice.passed_over.push_back(family->name + ": " + why);
+  }
+  std::string reasons;
+  for (const std::string& r : choice.passed_over) reasons += (reasons.empty() ? "" : "; ") + r;
+  throw Error(ErrorCode::kUnsupported, std::string("no ") + to_string(op) + " kernel family serves " +
+                                           std::string(to_string(dtype)) + " d=" + std::to_string(head_dim) + " on " +
+                                           (arch.empty() ? std::string("sm_80") : std::string(arch)) + " (" +
+                                           (reasons.empty() ? "no family of this operation" : reasons) + ")");
+}
+
+const KernelFamily& portable_family(Operation op, DType dtype, int head_dim) {
+  return *select_kernel_family(op, dtype, head_dim, "").family;
+}
+
+const KernelFamily& family_of(const KernelSpec& spec, Operation op) {
+  return spec.family ? *spec.family : portable_family(op, spec.dtype, spec.head_dim);
+}
+
+FamilyRegistration::FamilyRegistration(KernelFamily family) {
+  const auto missing = [&](const char* what) {
+    throw Error(ErrorCode::kInvalidArgument, "kernel family '" + family.name + "': " + what + " missing");
+  };
+  if (family.name.empty()) missing("name");
+  if (family.kernel_template.empty()) missing("kernel_template");
+  if (family.header.empty()) missing("header");
+  if (family.dtypes.empty()) missing("dtypes");
+  if (family.defaults.empty() || family.defaults.front().candidates.empty()) missing("default tiles");
+  if (!family.invalid_reason || !family.smem_bytes || !family.threads || !family.build_launch) missing("functions");
+  if (static_cast<int>(family.template_args.size()) > kMaxTemplateArgs) missing("room for its template arguments");
+  if (find_kernel_family(family.name))
+    throw Error(ErrorCode::kInvalidArgument, "kernel family '" + family.name + "' is already in the table");
+  family_ = std::make_shared<const KernelFamily>(std::move(family));
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.registered.push_back(family_);
+  }
+  detail::bump_settings_generation();  // calls resolved before may now pick this family
+}
+
+FamilyRegistration::~FamilyRegistration() {
+  Registry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.registered.erase(std::remove(r.registered.begin(), r.registered.end(), family_), r.registered.end());
+  }
+  detail::bump_settings_generation();
+  // The descriptor itself stays alive (leaked) so that modules and plans resolved against it never dangle.
+  new std::shared_ptr<const KernelFamily>(std::move(family_));
+}
+
+}  // namespace flashrtc

@@ -1,0 +1,86 @@
+#include "stream_scratch.hpp"
+
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "driver_api.hpp"
+#include "flashrtc/error.hpp"
+
+namespace flashrtc::detail {
+
+Scratch Scratch::on_stream(std::size_t bytes, CUstream stream) {
+  Scratch scratch;
+  if (bytes == 0) return scratch;
+  CUdeviceptr ptr = 0;
+  const CUresult status = driver().cuMemAllocAsync(&ptr, bytes, stream);
+  if (status != CUDA_SUCCESS)
+    throw Error(ErrorCode::kDriver,
+                "cannot allocate " + std::to_string(bytes) + " bytes of scratch memory on the stream",
+                "cuMemAllocAsync", driver_status_name(status));
+  scratch.ptr_ = ptr;
+  scratch.bytes_ = bytes;
+  scratch.stream_ = stream;
+  scratch.owned_ = true;
+  return scratch;
+}
+
+Scratch Scratch::borrowed(void* ptr, std::size_t given_bytes, std::size_t required_bytes) {
+  if (given_bytes < required_bytes)
+    throw Error(ErrorCode::kInvalidArgument, "workspace too small: the call needs " +
+                                                 std::to_string(required_bytes) + " bytes, " +
+                                                 std::to_string(given_bytes) + " bytes were given");
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!ptr && required_bytes > 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                "workspace is null: the call needs " + std::to_string(required_bytes) + " bytes");
+  if (address % kScratchAlignBytes) {
+    std::ostringstream text;
+    text << "workspace=" << ptr << ": must be " << kScratchAlignBytes << "-byte aligned";
+    throw Error(ErrorCode::kInvalidArgument, text.str());
+  }
+  Scratch scratch;
+  scratch.ptr_ = static_cast<CUdeviceptr>(address);
+  scratch.bytes_ = given_bytes;
+  return scratch;
+}
+
+void Scratch::release() noexcept {
+  if (owned_ && ptr_) {
+    // driver() served the allocation; it throws only if a test has since installed a table without a
+    // device, which is then logged like any failed free.
+    CUresult status = CUDA_ERROR_DEINITIALIZED;
+    try {
+      status = driver().cuMemFreeAsync(ptr_, stream_);
+    } catch (...) {
+    }
+    log_release_failure(status, "cuMemFreeAsync");
+  }
+  ptr_ = 0;
+  bytes_ = 0;
+  stream_ = nullptr;
+  owned_ = false;
+}
+
+Scratch::~Scratch() {
+  release();
+}
+
+Scratch::Scratch(Scratch&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      stream_(std::exchange(other.stream_, nullptr)),
+      owned_(std::exchange(other.owned_, false)) {}
+
+Scratch& Scratch::operator=(Scratch&& other) noexcept {
+  if (this != &other) {
+    release();
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+    stream_ = std::exchange(other.stream_, nullptr);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,276 @@
+// The C API (flashrtc/c_api.h): the params struct's layout and size rules, its defaults, and how errors and
+// scales come through. Pointers are fake (never dereferenced: calls stop at validation or at NoDevice).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashrtc/c_api.h"
+#include "flashrtc/device.hpp"
+
+namespace {
+
+const void* fake_pointer(std::uintptr_t address) {
+  return reinterpret_cast<const void*>(address);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+flashrtc_tensor bnhd(std::uintptr_t address, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim) {
+  return {fake_pointer(address), seqlen * heads * head_dim, heads * head_dim, head_dim, 1};
+}
+
+// A valid fp16 call: B=2, Nq=17, Nk=33, Hq=4, Hkv=2 (GQA), d=64, contiguous [B, N, H, d].
+flashrtc_forward_params valid_c_params() {
+  flashrtc_forward_params p;
+  flashrtc_forward_params_init(&p);
+  p.dtype = FLASHRTC_FLOAT16;
+  p.batch = 2;
+  p.seqlen_q = 17;
+  p.seqlen_kv = 33;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 64;
+  p.q = bnhd(0x100000, 17, 4, 64);
+  p.k = bnhd(0x200000, 33, 2, 64);
+  p.v = bnhd(0x300000, 33, 2, 64);
+  p.o = bnhd(0x400000, 17, 4, 64);
+  return p;
+}
+
+// What a valid call returns on this machine once past validation.
+flashrtc_status past_validation() {
+  return flashrtc::device_available() ? FLASHRTC_OK : FLASHRTC_ERROR_NO_DEVICE;
+}
+
+// A caller built against a newer header: our struct followed by fields this library does not know.
+struct NewerParams {
+  flashrtc_forward_params known;
+  std::int64_t later_field;
+};
+
+}  // namespace
+
+// The Python binding (python/flashrtc/_library.py) declares this struct with ctypes and its tests pin the
+// same numbers: a change here must change both.
+TEST_CASE("C API: flashrtc_forward_params layout") {
+  CHECK(sizeof(flashrtc_tensor) == 40);
+  CHECK(sizeof(flashrtc_forward_params) == 264);
+  CHECK(FLASHRTC_FORWARD_PARAMS_MIN_SIZE == 264);
+  CHECK(offsetof(flashrtc_forward_params, struct_size) == 0);
+  CHECK(offsetof(flashrtc_forward_params, dtype) == 4);
+  CHECK(offsetof(flashrtc_forward_params, batch) == 8);
+  CHECK(offsetof(flashrtc_forward_params, head_dim) == 48);
+  CHECK(offsetof(flashrtc_forward_params, q) == 56);
+  CHECK(offsetof(flashrtc_forward_params, o) == 176);
+  CHECK(offsetof(flashrtc_forward_params, lse) == 216);
+  CHECK(offsetof(flashrtc_forward_params, softmax_scale) == 224);
+  CHECK(offsetof(flashrtc_forward_params, has_softmax_scale) == 228);
+  CHECK(offsetof(flashrtc_forward_params, mask) == 232);
+  CHECK(offsetof(flashrtc_forward_params, block_m) == 236);
+  CHECK(offsetof(flashrtc_forward_params, stages) == 248);
+  CHECK(offsetof(flashrtc_forward_params, stream) == 256);
+}
+
+TEST_CASE("C API: flashrtc_forward_params_init fills defaults and the size") {
+  flashrtc_forward_params p;
+  std::memset(&p, 0x7f, sizeof(p));
+  flashrtc_forward_params_init(&p);
+  CHECK(p.struct_size == sizeof(flashrtc_forward_params));
+  CHECK(p.q.stride_dim == 1);
+  CHECK(p.k.stride_dim == 1);
+  CHECK(p.v.stride_dim == 1);
+  CHECK(p.o.stride_dim == 1);
+  CHECK(p.q.data == nullptr);
+  CHECK(p.lse == nullptr);
+  CHECK(p.softmax_scale == 0.f);
+  CHECK(p.has_softmax_scale == 0);
+  CHECK(p.mask == FLASHRTC_MASK_NONE);
+  CHECK(p.block_m == 0);
+  CHECK(p.block_n == 0);
+  CHECK(p.warps == 0);
+  CHECK(p.stages == 0);
+  CHECK(p.stream == nullptr);
+  flashrtc_forward_params_init(nullptr);  // must not crash
+
+  SUBCASE("a newer caller's larger struct: the tail is zeroed, the size is the caller's") {
+    NewerParams newer;
+    std::memset(&newer, 0x7f, sizeof(newer));
+    flashrtc_forward_params_init_sized(&newer.known, sizeof(newer));
+    CHECK(newer.known.struct_size == sizeof(newer));
+    CHECK(newer.known.q.stride_dim == 1);
+    CHECK(newer.later_field == 0);
+  }
+  SUBCASE("a size too small for the struct writes only that many bytes") {
+    unsigned char bytes[sizeof(flashrtc_forward_params)];
+    std::memset(bytes, 0x7f, sizeof(bytes));
+    flashrtc_forward_params_init_sized(reinterpret_cast<flashrtc_forward_params*>(bytes), 8);
+    std::uint32_t size = 0;
+    std::memcpy(&size, bytes, sizeof size);
+    CHECK(size == 8);
+    CHECK(bytes[8] == 0x7f);
+  }
+  SUBCASE("a size above the maximum writes only the size, which the call refuses") {
+    flashrtc_forward_params p = valid_c_params();
+    flashrtc_forward_params_init_sized(&p, FLASHRTC_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(p.struct_size == FLASHRTC_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(p.head_dim == 64);
+    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  }
+}
+
+TEST_CASE("C API: struct_size outside the accepted range is an invalid argument naming the range") {
+  for (const std::uint32_t size : {0u, 1u, 8u, FLASHRTC_FORWARD_PARAMS_MIN_SIZE - 8u,
+                                   FLASHRTC_FORWARD_PARAMS_MAX_SIZE + 1u, 0xFFFFFFFFu}) {
+    INFO("struct_size " << size);
+    flashrtc_forward_params p = valid_c_params();
+    p.struct_size = size;
+    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    const std::string message = flashrtc_last_error();
+    INFO("last error: " << message);
+    CHECK(contains(message, "struct_size=" + std::to_string(size)));
+    CHECK(contains(message, "[264, 4096]"));
+    CHECK(flashrtc_attention_forward_with_scale(&p, 0.5f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(flashrtc_last_error(), "struct_size"));
+  }
+}
+
+TEST_CASE("C API: a newer caller's struct is read up to what this library knows") {
+  NewerParams newer;
+  flashrtc_forward_params_init_sized(&newer.known, sizeof(newer));
+  const flashrtc_forward_params valid = valid_c_params();
+  std::memcpy(reinterpret_cast<unsigned char*>(&newer.known) + sizeof(std::uint32_t),
+              reinterpret_cast<const unsigned char*>(&valid) + sizeof(std::uint32_t),
+              sizeof(valid) - sizeof(std::uint32_t));
+  REQUIRE(newer.known.struct_size == sizeof(newer));
+
+  // Unknown fields at their defaults (zero bytes): the call goes through.
+  CHECK(flashrtc_attention_forward(&newer.known) == past_validation());
+  // A field this library cannot honour is never ignored silently.
+  newer.later_field = 7;
+  CHECK(flashrtc_attention_forward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
+  const std::string message = flashrtc_last_error();
+  INFO("last error: " << message);
+  CHECK(contains(message, "byte 264 is set"));
+  CHECK(contains(message, "struct size 264"));
+  // Validation still reads the known fields of a larger struct.
+  newer.later_field = 0;
+  newer.known.head_dim = 7;
+  CHECK(flashrtc_attention_forward(&newer.known) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "head_dim"));
+}
+
+TEST_CASE("C API: invalid calls return FLASHRTC_ERROR_INVALID_ARGUMENT and say why") {
+  CHECK(flashrtc_attention_forward(nullptr) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+  CHECK(std::string(flashrtc_status_name(FLASHRTC_ERROR_INVALID_ARGUMENT)) == "InvalidArgument");
+  CHECK(std::string(flashrtc_status_name(FLASHRTC_ERROR_NO_DEVICE)) == "NoDevice");
+  CHECK(std::string(flashrtc_status_name(FLASHRTC_OK)) == "OK");
+
+  struct Case {
+    const char* what;
+    std::function<void(flashrtc_forward_params&)> mutate;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"head_dim 7", [](flashrtc_forward_params& p) { p.head_dim = 7; }, "head_dim"},
+      {"head_dim 264", [](flashrtc_forward_params& p) { p.head_dim = 264; }, "head_dim"},
+      {"null q", [](flashrtc_forward_params& p) { p.q.data = nullptr; }, "q.data"},
+      {"misaligned v", [](flashrtc_forward_params& p) { p.v.data = fake_pointer(0x300008); }, "v.data"},
+      {"k stride_dim 2", [](flashrtc_forward_params& p) { p.k.stride_dim = 2; }, "k.stride_dim"},
+      {"dtype 9", [](flashrtc_forward_params& p) { p.dtype = 9; }, "dtype"},
+      {"mask 5", [](flashrtc_forward_params& p) { p.mask = 5; }, "mask"},
+      {"batch 0", [](flashrtc_forward_params& p) { p.batch = 0; }, "batch"},
+      {"heads_q 3 with heads_kv 2", [](flashrtc_forward_params& p) { p.heads_q = 3; }, "heads_q"},
+      {"softmax_scale +inf",
+       [](flashrtc_forward_params& p) { p.has_softmax_scale = 1, p.softmax_scale = INFINITY; },
+       "softmax_scale"},
+      {"softmax_scale -inf",
+       [](flashrtc_forward_params& p) { p.has_softmax_scale = 1, p.softmax_scale = -INFINITY; },
+       "softmax_scale"},
+      {"softmax_scale NaN",
+       [](flashrtc_forward_params& p) { p.has_softmax_scale = 1, p.softmax_scale = NAN; }, "softmax_scale"},
+      {"a scale without its flag", [](flashrtc_forward_params& p) { p.softmax_scale = 0.125f; },
+       "has_softmax_scale=0"},
+      {"NaN without the flag", [](flashrtc_forward_params& p) { p.softmax_scale = NAN; },
+       "has_softmax_scale=0"},
+      {"has_softmax_scale 2", [](flashrtc_forward_params& p) { p.has_softmax_scale = 2; },
+       "has_softmax_scale=2"},
+      {"only block_m given", [](flashrtc_forward_params& p) { p.block_m = 64; }, "block_m"},
+      {"negative warps",
+       [](flashrtc_forward_params& p) { p.block_m = 64, p.block_n = 64, p.warps = -4, p.stages = 1; },
+       "warps"},
+      {"tile block_n 12",
+       [](flashrtc_forward_params& p) { p.block_m = 64, p.block_n = 12, p.warps = 4, p.stages = 1; },
+       "block_n"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    flashrtc_forward_params p = valid_c_params();
+    c.mutate(p);
+    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    const std::string message = flashrtc_last_error();
+    INFO("last error: " << message);
+    CHECK(contains(message, c.names));
+  }
+
+  // The message is per thread: another thread has its own (empty) one.
+  std::string other_thread;
+  std::thread([&] { other_thread = flashrtc_last_error(); }).join();
+  CHECK(other_thread.empty());
+  CHECK_FALSE(std::string(flashrtc_last_error()).empty());
+}
+
+TEST_CASE("C API: any finite scale is expressible in the struct") {
+  if (flashrtc::device_available()) {
+    MESSAGE("a device is present; the no-device path is not testable here");
+    return;
+  }
+  flashrtc_forward_params p = valid_c_params();
+  CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);  // the default scale
+  CHECK(contains(flashrtc_last_error(), "NoDevice"));
+  for (const float scale : {0.f, -0.125f, 3.f}) {
+    INFO("scale " << scale);
+    p.has_softmax_scale = 1;
+    p.softmax_scale = scale;
+    CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
+  }
+  p.block_m = 64, p.block_n = 32, p.warps = 4, p.stages = 1;  // an explicit valid tile changes nothing
+  CHECK(flashrtc_attention_forward(&p) == FLASHRTC_ERROR_NO_DEVICE);
+}
+
+TEST_CASE("C API: flashrtc_attention_forward_with_scale takes the scale as given") {
+  CHECK(flashrtc_attention_forward_with_scale(nullptr, 0.5f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+  for (const float scale : {INFINITY, -INFINITY, std::nanf("")}) {
+    INFO("scale " << scale);
+    const flashrtc_forward_params p = valid_c_params();
+    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(flashrtc_last_error(), "softmax_scale"));
+  }
+  flashrtc_forward_params partial_tile = valid_c_params();
+  partial_tile.block_m = 64;
+  CHECK(flashrtc_attention_forward_with_scale(&partial_tile, 1.f) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "block_m"));
+
+  if (flashrtc::device_available()) {
+    MESSAGE("a device is present; the no-device path of valid scales is not testable here");
+    return;
+  }
+  // The argument wins over the struct's scale fields, even a value the plain entry point rejects.
+  for (const float scale : {0.f, -0.125f, 3.f}) {
+    INFO("scale " << scale);
+    flashrtc_forward_params p = valid_c_params();
+    p.softmax_scale = INFINITY;
+    CHECK(flashrtc_attention_forward_with_scale(&p, scale) == FLASHRTC_ERROR_NO_DEVICE);
+    CHECK(contains(flashrtc_last_error(), "NoDevice"));
+  }
+}
