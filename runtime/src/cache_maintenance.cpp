@@ -1,12 +1,13 @@
-// `flashrtc cache verify / prune / clear`: removing entries without disturbing processes that use the cache.
+// `flashrtc cache verify / prune / clear`: removing entries without disturbing processes that use the cache,
+// and saying what could not be removed (a read-only cache) instead of failing half-way.
 #include <algorithm>
 #include <chrono>
 
 #include "cache_scan.hpp"
 #include "disk_cache.hpp"
 #include "flashrtc/cache_entries.hpp"
-#include "flashrtc/kernel.hpp"
-#include "log.hpp"
+#include "flashrtc/error.hpp"
+#include "json_checked.hpp"
 
 namespace flashrtc {
 
@@ -24,46 +25,84 @@ std::string age_text(std::int64_t seconds) {
 }
 
 std::int64_t now_unix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
-// Under the key's lock, so that a process compiling this key waits for the removal and then stores its own.
-RemovedEntry remove_entry(const fs::path& dir, std::string reason) {
-  RemovedEntry removed{dir.filename().string(), dir.parent_path().filename().string(), std::move(reason),
-                       detail::directory_bytes(dir)};
-  detail::FileLock lock(detail::entry_lock_path(dir));
+RemovedEntry describe(const fs::path& dir, std::string reason) {
+  return {detail::printable_ascii(dir.filename().string()),
+          detail::printable_ascii(dir.parent_path().filename().string()),
+          std::move(reason),
+          detail::directory_bytes(dir),
+          {}};
+}
+
+void file_under(CacheCleanup& result, RemovedEntry entry, const std::string& error) {
+  entry.error = detail::printable_ascii(error);
+  (error.empty() ? result.removed : result.not_removed).push_back(std::move(entry));
+}
+
+// Under the key's lock, so that a process compiling this key waits for the removal and then stores its own;
+// the lock file goes too. Returns why it could not be removed, or "".
+std::string remove_entry(const fs::path& dir) {
+  try {
+    detail::FileLock lock(detail::entry_lock_path(dir));
+    std::error_code error;
+    fs::remove_all(dir, error);
+    if (error) return "cannot remove " + dir.string() + ": " + error.message();
+    lock.remove_file();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return {};
+}
+
+std::string remove_directory(const fs::path& dir) {
   std::error_code error;
   fs::remove_all(dir, error);
-  if (error) detail::log().warn("cannot remove cache entry {}: {}", dir.string(), error.message());
-  return removed;
+  return error ? "cannot remove " + dir.string() + ": " + error.message() : std::string();
 }
 
 }  // namespace
 
 CacheCleanup verify_cache() {
   CacheCleanup result;
-  for (const fs::path& dir : detail::cache_entry_dirs(cache_root())) {
+  const fs::path root = cache_root();
+  for (const fs::path& dir : detail::cache_entry_dirs(root)) {
     ++result.entries_checked;
     std::string problem = detail::cache_entry_problem(dir);
     if (problem.empty()) {
       result.bytes_kept += detail::directory_bytes(dir);
       continue;
     }
-    result.removed.push_back(remove_entry(dir, std::move(problem)));
+    RemovedEntry entry = describe(dir, std::move(problem));
+    const std::string error = remove_entry(dir);
+    if (!error.empty()) result.bytes_kept += entry.bytes;
+    file_under(result, std::move(entry), error);
   }
   const std::int64_t now = now_unix();
-  for (const fs::path& dir : detail::cache_temporaries(cache_root()))
+  for (const fs::path& dir : detail::cache_temporaries(root))
     if (now - detail::modified_unix(dir) > kTemporaryMaxAgeSeconds) {
-      RemovedEntry removed{dir.filename().string(), dir.parent_path().filename().string(),
-                           "temporary left by an interrupted write", detail::directory_bytes(dir)};
-      std::error_code error;
-      fs::remove_all(dir, error);
-      result.removed.push_back(std::move(removed));
+      RemovedEntry entry = describe(dir, "temporary left by an interrupted write");
+      file_under(result, std::move(entry), remove_directory(dir));
     }
+  // A lock file whose entry is absent guards nothing once we hold it (a compile in progress holds it until
+  // its entry is in place). Lock files are no entries: one that cannot be removed is not reported.
+  for (const fs::path& lock_path : detail::cache_lock_files(root)) {
+    const fs::path entry_dir = lock_path.parent_path() / lock_path.stem();
+    std::error_code error;
+    if (fs::exists(entry_dir, error)) continue;
+    try {
+      detail::FileLock lock(lock_path);
+      if (!fs::exists(entry_dir, error)) lock.remove_file();
+    } catch (const Error&) {
+    }
+  }
   return result;
 }
 
-CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds, std::optional<std::uint64_t> max_bytes) {
+CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds,
+                         std::optional<std::uint64_t> max_bytes) {
   CacheCleanup result;
   std::vector<CacheEntry> entries = list_cache_entries();
   result.entries_checked = entries.size();
@@ -80,8 +119,9 @@ CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds, std::op
     else if (max_bytes && total > *max_bytes)
       reason = "least recently used while the cache exceeds " + std::to_string(*max_bytes) + " bytes";
     if (reason.empty()) continue;
-    result.removed.push_back(remove_entry(e.dir, std::move(reason)));
-    total -= e.size_bytes;
+    const std::string error = remove_entry(e.dir);
+    if (error.empty()) total -= e.size_bytes;
+    file_under(result, {e.key, e.arch, std::move(reason), e.size_bytes, {}}, error);
   }
   result.bytes_kept = total;
   return result;
@@ -89,14 +129,20 @@ CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds, std::op
 
 CacheCleanup clear_cache() {
   CacheCleanup result;
-  for (const fs::path& dir : detail::cache_entry_dirs(cache_root())) {
+  const fs::path root = cache_root();
+  for (const fs::path& dir : detail::cache_entry_dirs(root)) {
     ++result.entries_checked;
-    result.removed.push_back(remove_entry(dir, "clear"));
+    RemovedEntry entry = describe(dir, "clear");
+    const std::string error = remove_entry(dir);
+    if (!error.empty()) result.bytes_kept += entry.bytes;
+    file_under(result, std::move(entry), error);
   }
   // Lock files and temporaries too: the format-version directory goes as a whole.
-  std::error_code error;
-  fs::remove_all(cache_root(), error);
-  if (error) detail::log().warn("cannot remove {}: {}", cache_root().string(), error.message());
+  if (result.not_removed.empty()) {
+    const std::uint64_t bytes = detail::directory_bytes(root);
+    const std::string error = remove_directory(root);
+    if (!error.empty()) result.not_removed.push_back({root.filename().string(), "", "clear", bytes, error});
+  }
   return result;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Reading disk cache entries for inspection and maintenance (flashrtc/cache_entries.hpp), with the same
-// trust rules as DiskCache::load.
+// Finding disk cache entries for inspection and maintenance (flashrtc/cache_entries.hpp). Whether an entry
+// is sound is read_entry's answer (cache_entry_layout.hpp), the same one a load gets.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -13,14 +13,16 @@ namespace flashrtc::detail {
 // Entry directories of every arch under root: not the dot-prefixed temporaries, not the lock files.
 std::vector<std::filesystem::path> cache_entry_dirs(const std::filesystem::path& root);
 
-// Dot-prefixed temporaries that DiskCache::store leaves behind when a process dies mid-write.
+// Dot-prefixed temporaries that a store leaves behind when a process dies mid-write.
 std::vector<std::filesystem::path> cache_temporaries(const std::filesystem::path& root);
 
-// What meta.json says about the entry at dir; problem set when it cannot be read. Never throws.
+// Lock files ("<key>.lock") of every arch under root.
+std::vector<std::filesystem::path> cache_lock_files(const std::filesystem::path& root);
+
+// The entry at dir as list_cache_entries shows it; problem set when it is bad. Never throws.
 CacheEntry read_cache_entry(const std::filesystem::path& dir);
 
-// Empty when DiskCache::load would trust the entry at dir and its key is the digest of its inputs;
-// otherwise the first thing wrong. Never throws.
+// Empty when a load would trust the entry at dir; otherwise the first thing wrong. Never throws.
 std::string cache_entry_problem(const std::filesystem::path& dir);
 
 std::uint64_t directory_bytes(const std::filesystem::path& dir);

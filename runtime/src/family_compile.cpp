@@ -91,15 +91,6 @@ CompileRequest family_compile_request(const KernelSpec& spec, const std::string&
 
 std::string forward_name_expression(const ForwardSpec& spec) { return family_of(spec).name_expression(spec); }
 
-const char* to_string(CacheSource source) {
-  switch (source) {
-    case CacheSource::kMemory: return "memory";
-    case CacheSource::kDisk: return "disk";
-    case CacheSource::kCompiled: return "compiled";
-  }
-  return "unknown";
-}
-
 CompiledKernelInfo compile_forward(const ForwardSpec& spec, const std::string& arch) {
   detail::check_arch(arch);
   KernelSpec bound = spec;

@@ -7,14 +7,21 @@ namespace flashrtc::detail {
 
 class FileLock {
  public:
-  // Creates path (and its directory) if missing, then blocks until the lock is held.
-  // Throws Error(kCacheIo) when the file cannot be opened or locked.
+  // Creates path (and its directory) if missing, then blocks until the lock is held on the file that path
+  // names at that moment (a holder may remove the file: see remove_file). Throws Error(kCacheIo) naming
+  // errno's text when the directory or the file cannot be created (a read-only cache) or locked.
   explicit FileLock(const std::filesystem::path& path);
   ~FileLock();  // closing the file releases the lock
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
+  // Removes the lock file while the lock is held, so that no lock file outlives what it guarded. Safe:
+  // a process waiting on the removed file finds it gone once it gets the lock, and locks a new one.
+  // Best effort: a file that cannot be removed stays, as a lock file.
+  void remove_file();
+
  private:
+  std::filesystem::path path_;
   int fd_ = -1;
 };
 

@@ -1,17 +1,17 @@
 #pragma once
 // What the compile and cache layers trade in. Generic: nothing here knows about attention.
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "flashrtc/kernel.hpp"
+#include "flashrtc/compiled_kernel.hpp"
 #include "nvrtc_compiler.hpp"
 
 namespace flashrtc::detail {
 
 // Bumped whenever the on-disk layout or the meta.json schema changes: old entries are then ignored.
-inline constexpr int kCacheFormatVersion = 1;
+// 2: the NVRTC build in the key, the entry digest over every file and field, bounded reads.
+inline constexpr int kCacheFormatVersion = 2;
 
 // Everything that changes the generated code. The key is its digest.
 struct KeyInputs {
@@ -20,6 +20,9 @@ struct KeyInputs {
   std::string options;  // joined NVRTC options
   std::string arch;
   std::string nvrtc_version;
+  // Set here, not by each kernel family, so that no request can leave it out: a patch release of NVRTC
+  // (another ptxas) must never be served this build's cubin.
+  std::string nvrtc_build = nvrtc_build_identity();
   int format_version = kCacheFormatVersion;
 
   nlohmann::json to_json() const;

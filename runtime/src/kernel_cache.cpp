@@ -5,6 +5,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <tuple>
 
 #include "disk_cache.hpp"
@@ -33,17 +35,21 @@ void dump_sources(const CompileRequest& request, const std::string& key) {
   };
   write(out / request.nvrtc.program_name, request.nvrtc.source);
   for (const auto& [name, content] : request.nvrtc.headers) write(out / name, content);
-  write(out / "nvrtc_options.txt", join_options(request.nvrtc.options) + "\nname expression: " +
-                                       request.nvrtc.name_expression + "\n");
+  write(out / "nvrtc_options.txt",
+        join_options(request.nvrtc.options) + "\nname expression: " + request.nvrtc.name_expression + "\n");
   log().info("sources of {} dumped to {}", key, out.string());
 }
 
+Error compile_disallowed(const CompileRequest& request, const std::string& key, const std::string& problem) {
+  return Error(ErrorCode::kCompileDisallowed,
+               "FLASHRTC_REQUIRE_CACHED is set and " + request.inputs.name_expression + " for " +
+                   request.inputs.arch + " is not in the cache at " + runtime_config().cache_dir.string() +
+                   (problem.empty() ? "" : " (its entry is unusable: " + problem + ")"),
+               "", "", "", request.inputs.options, key);
+}
+
 KernelArtifact compile(const CompileRequest& request, const std::string& key) {
-  if (runtime_config().require_cached)
-    throw Error(ErrorCode::kCompileDisallowed,
-                "FLASHRTC_REQUIRE_CACHED is set and " + request.inputs.name_expression + " for " +
-                    request.inputs.arch + " is not in the cache at " + runtime_config().cache_dir.string(),
-                "", "", "", request.inputs.options, key);
+  if (runtime_config().require_cached) throw compile_disallowed(request, key, "");
   dump_sources(request, key);
   NvrtcOutput output = nvrtc_compile(request.nvrtc, key);
   KernelArtifact artifact;
@@ -63,29 +69,75 @@ KernelArtifact compile(const CompileRequest& request, const std::string& key) {
   // Once, when it is compiled: later loads of the entry stay quiet (`flashrtc cache ls --spills` lists them).
   if (artifact.resources.spills())
     log().warn("{} for {} spills: {} bytes stored, {} bytes loaded (key {})", request.inputs.name_expression,
-               request.inputs.arch, artifact.resources.spill_store_bytes, artifact.resources.spill_load_bytes, key);
+               request.inputs.arch, artifact.resources.spill_store_bytes, artifact.resources.spill_load_bytes,
+               key);
   return artifact;
 }
 
+// Cache roots this process cannot write (read-only, missing and uncreatable, full): entries are still read
+// from them, compiled kernels stay in memory, and the cause is logged once per root, not once per kernel.
+class UnwritableRoots {
+ public:
+  bool contains(const std::filesystem::path& root) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return roots_.count(root.string()) > 0;
+  }
+  void add(const std::filesystem::path& root, const std::string& cause) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (roots_.insert(root.string()).second)
+      log().warn("disk cache {} cannot be written ({}): compiled kernels stay in memory for this process",
+                 root.string(), cause);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::string> roots_;
+};
+
+UnwritableRoots& unwritable_roots() {
+  static UnwritableRoots* roots = new UnwritableRoots;  // leaked, as artifact_cache()
+  return *roots;
+}
+
 // Disk first (unless told to always compile), then NVRTC under the key's lock, looking again once the lock
-// is held: another process may have compiled it meanwhile.
+// is held: another process may have compiled it meanwhile. FLASHRTC_REQUIRE_CACHED is settled before any
+// lock, so a read-only warmed cache answers kCompileDisallowed for a missing kernel.
 KernelArtifact fetch_or_compile(const CompileRequest& request, const std::string& key) {
   const RuntimeConfig& config = runtime_config();
   if (!config.disk_cache) return compile(request, key);
   DiskCache disk(disk_cache_root(config.cache_dir));
+  std::string problem;
   if (!config.always_compile) {
-    if (auto hit = disk.load(request.inputs)) return std::move(*hit);
+    if (auto hit = disk.load(request.inputs, &problem)) return std::move(*hit);
   }
-  DiskCache::KeyLock lock(disk, request.inputs);
-  if (!config.always_compile) {
-    if (auto hit = disk.load(request.inputs)) return std::move(*hit);
+  if (config.require_cached) throw compile_disallowed(request, key, problem);
+  if (!problem.empty()) warn_unusable_entry(disk.entry_dir(request.inputs), problem);
+
+  UnwritableRoots& unwritable = unwritable_roots();
+  std::optional<DiskCache::KeyLock> lock;
+  if (!unwritable.contains(disk.root())) {
+    try {
+      lock.emplace(disk, request.inputs);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kCacheIo) throw;
+      unwritable.add(disk.root(), e.message());
+    }
+  }
+  if (lock && !config.always_compile) {
+    std::string again;
+    if (auto hit = disk.load(request.inputs, &again)) return std::move(*hit);
+    if (!again.empty() && again != problem)
+      warn_unusable_entry(disk.entry_dir(request.inputs), again);  // another process damaged it meanwhile
   }
   KernelArtifact artifact = compile(request, key);
-  try {
-    artifact.entry_dir = disk.store(artifact);
-  } catch (const Error& e) {
-    // A read-only or full cache directory costs a recompile next process, not this call.
-    log().warn("cannot write cache entry {}: {}", key, e.what());
+  if (lock) {
+    try {
+      artifact.entry_dir = disk.store(artifact);
+    } catch (const Error& e) {
+      // A read-only or full cache directory costs a recompile next process, not this call.
+      if (e.code() != ErrorCode::kCacheIo) throw;
+      unwritable.add(disk.root(), e.message());
+    }
   }
   return artifact;
 }
@@ -96,7 +148,8 @@ struct ArtifactCache {
 };
 
 ArtifactCache& artifact_cache() {
-  static ArtifactCache* cache = new ArtifactCache;  // leaked: outlives every static destructor that may use it
+  static ArtifactCache* cache =
+      new ArtifactCache;  // leaked: outlives every static destructor that may use it
   return *cache;
 }
 
@@ -135,7 +188,8 @@ std::shared_ptr<const KernelArtifact> get_artifact(const CompileRequest& request
   }
 }
 
-const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& request, int dynamic_smem_bytes) {
+const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& request,
+                                      int dynamic_smem_bytes) {
   struct ModuleCache {
     std::mutex mutex;
     // Keyed by the driver table's generation too: a test's fake driver may hand out a context handle that
@@ -173,6 +227,8 @@ const LoadedKernel& get_loaded_kernel(CUcontext context, const CompileRequest& r
   return *cache->entries.emplace(module_key, std::move(loaded)).first->second;
 }
 
-CacheStats kernel_cache_stats() { return {g_memory_hits.load(), g_disk_hits.load(), g_compiles.load()}; }
+CacheStats kernel_cache_stats() {
+  return {g_memory_hits.load(), g_disk_hits.load(), g_compiles.load()};
+}
 
 }  // namespace flashrtc::detail

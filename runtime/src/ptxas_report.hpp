@@ -2,7 +2,7 @@
 // Parses ptxas's -v report (in the NVRTC log) for one kernel.
 #include <string>
 
-#include "flashrtc/kernel.hpp"
+#include "flashrtc/compiled_kernel.hpp"
 
 namespace flashrtc::detail {
 

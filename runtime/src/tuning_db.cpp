@@ -3,22 +3,22 @@
 #include "flashrtc/kernel_family.hpp"
 
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <sstream>
 
+#include "atomic_file.hpp"
+#include "bounded_read.hpp"
 #include "file_lock.hpp"
+#include "flashrtc/compiled_kernel.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/error.hpp"
-#include "flashrtc/kernel.hpp"
+#include "json_checked.hpp"
 #include "log.hpp"
 #include "settings_generation.hpp"
 #include "tuning_db_file.hpp"
@@ -27,6 +27,11 @@ namespace flashrtc {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+// A database of every specialization on every GPU is some hundred KB; far larger is not one.
+constexpr std::uint64_t kMaxTuningDbBytes = std::uint64_t{64} << 20;
+}  // namespace
 
 bool TuningKey::operator==(const TuningKey& o) const {
   return gpu_name == o.gpu_name && arch == o.arch && nvrtc_version == o.nvrtc_version && family == o.family &&
@@ -42,6 +47,10 @@ std::string to_string(const TuningKey& k) {
 }
 
 std::int64_t seqlen_bucket(std::int64_t seqlen) {
+  if (seqlen > kMaxSeqlenBucket)
+    throw Error(ErrorCode::kInvalidArgument, "seqlen=" + std::to_string(seqlen) +
+                                                 ": tuning buckets cover sequence lengths from 1 to " +
+                                                 std::to_string(kMaxSeqlenBucket));
   std::int64_t bucket = 1;
   while (bucket < seqlen) bucket *= 2;
   return bucket;
@@ -120,23 +129,25 @@ TuningEntry entry_from_json(const json& j) {
   if (!mask) throw std::invalid_argument("mask '" + k.at("mask").get<std::string>() + "' unknown");
   e.key.dtype = *dtype;
   e.key.mask = *mask;
-  e.key.head_dim = k.at("head_dim").get<int>();
-  e.key.seqlen_q_bucket = k.at("seqlen_q_bucket").get<std::int64_t>();
-  e.key.seqlen_kv_bucket = k.at("seqlen_kv_bucket").get<std::int64_t>();
+  // Checked reads: a value that does not fit (block_m = 2^32 + 64) is an error, never truncated to 64.
+  e.key.head_dim = detail::json_int(k, "head_dim", 1);
+  e.key.seqlen_q_bucket = detail::json_integer(k, "seqlen_q_bucket", 1, kMaxSeqlenBucket);
+  e.key.seqlen_kv_bucket = detail::json_integer(k, "seqlen_kv_bucket", 1, kMaxSeqlenBucket);
   const json& c = j.at("config");
-  e.config = {c.at("block_m").get<int>(), c.at("block_n").get<int>(), c.at("warps").get<int>(),
-              c.at("stages").get<int>()};
-  e.median_ms = j.value("median_ms", 0.0);
-  e.tflops = j.value("tflops", 0.0);
+  e.config = {detail::json_int(c, "block_m", 1), detail::json_int(c, "block_n", 1),
+              detail::json_int(c, "warps", 1), detail::json_int(c, "stages", 1)};
+  constexpr double kMaxMeasure = 1e12;
+  if (j.contains("median_ms")) e.median_ms = detail::json_number(j, "median_ms", 0, kMaxMeasure);
+  if (j.contains("tflops")) e.tflops = detail::json_number(j, "tflops", 0, kMaxMeasure);
+  constexpr std::int64_t kMaxCount = std::numeric_limits<std::int64_t>::max();
   if (j.contains("shape")) {
     const json& s = j.at("shape");
-    e.batch = s.value("batch", std::int64_t{0});
-    e.heads = s.value("heads", std::int64_t{0});
-    e.seqlen_q = s.value("seqlen_q", std::int64_t{0});
-    e.seqlen_kv = s.value("seqlen_kv", std::int64_t{0});
+    for (auto [name, field] : {std::pair{"batch", &e.batch}, std::pair{"heads", &e.heads},
+                               std::pair{"seqlen_q", &e.seqlen_q}, std::pair{"seqlen_kv", &e.seqlen_kv}})
+      if (s.contains(name)) *field = detail::json_integer(s, name, 0, kMaxCount);
   }
-  e.space = j.value("space", std::string());
-  e.tuned_unix = j.value("tuned_unix", std::int64_t{0});
+  if (j.contains("space")) e.space = detail::json_string(j, "space");
+  if (j.contains("tuned_unix")) e.tuned_unix = detail::json_integer(j, "tuned_unix", 0, kMaxCount);
   return e;
 }
 
@@ -177,34 +188,6 @@ std::shared_ptr<const LoadedDb> loaded(const fs::path& path) {
   return db;
 }
 
-std::string unique_suffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(::getpid()));
-  std::ostringstream s;
-  s << ::getpid() << "-" << std::hex << rng();
-  return s.str();
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + unique_suffix());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(ErrorCode::kCacheIo, "cannot write the tuning database " + tmp.string());
-    }
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error(ErrorCode::kCacheIo, "cannot rename " + tmp.string() + " to " + path.string() + ": " + error.message());
-  }
-}
-
 }  // namespace
 
 namespace detail {
@@ -220,15 +203,13 @@ TuningDbContents read_tuning_db_file(const fs::path& path) {
     return contents;
   };
   if (!fs::is_regular_file(path, error)) return ignore("not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in || in.bad()) return ignore("unreadable");
+  const detail::BoundedRead text = detail::read_file_bounded(path, kMaxTuningDbBytes);
+  if (!text.ok()) return ignore(text.problem);
   json root;
   try {
-    root = json::parse(text.str());
-  } catch (const json::exception& e) {
-    return ignore(std::string("not JSON (") + e.what() + ")");
+    root = detail::parse_json_bounded(text.content);
+  } catch (const std::exception& e) {
+    return ignore("not JSON (" + detail::printable_ascii(e.what()) + ")");
   }
   if (!root.is_object() || !root.contains("format_version") || !root["format_version"].is_number_integer())
     return ignore("no format_version: not a flashrtc tuning database");
@@ -241,7 +222,8 @@ TuningDbContents read_tuning_db_file(const fs::path& path) {
     try {
       contents.entries.push_back(entry_from_json(item));
     } catch (const std::exception& e) {
-      contents.problems.push_back("entry " + std::to_string(index) + " ignored (" + e.what() + ")");
+      contents.problems.push_back("entry " + std::to_string(index) + " ignored (" +
+                                  detail::printable_ascii(e.what()) + ")");
     }
     ++index;
   }
@@ -300,7 +282,7 @@ void record_tuning_entry(const TuningEntry& entry) {
     entries.push_back(entry);
   std::sort(entries.begin(), entries.end(),
             [](const TuningEntry& a, const TuningEntry& b) { return key_id(a.key) < key_id(b.key); });
-  write_atomically(path, detail::tuning_db_text(entries));
+  detail::write_file_atomically(path, detail::tuning_db_text(entries));
   LoadedDbs& dbs = loaded_dbs();
   {
     std::lock_guard<std::mutex> guard(dbs.mutex);

@@ -98,7 +98,7 @@ TEST_CASE("cache entries: every field of a real entry, spills from ptxas's repor
     CHECK(e.dtype == "fp32");
     CHECK(e.head_dim == 128);
     CHECK(e.mask == std::string(to_string(spec.mask)));
-    CHECK(e.tile == spec.tile);
+    CHECK(TileConfig{e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages} == spec.tile);
     CHECK(e.smem_bytes == forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile));
     CHECK(e.resources.registers == info.resources.registers);
     CHECK(e.resources.registers > 0);
@@ -115,7 +115,8 @@ TEST_CASE("cache entries: every field of a real entry, spills from ptxas's repor
     CHECK(fs::exists(e.ptx_path));
     CHECK(test::read_text(e.ptx_path).find(".entry") != std::string::npos);
     CHECK(test::read_text(e.log_path).find("bytes spill stores") != std::string::npos);
-    CHECK(e.meta_json.find("\"cubin_digest\"") != std::string::npos);
+    CHECK(e.meta_json.find("\"entry_digest\"") != std::string::npos);
+    CHECK(e.nvrtc_build == nvrtc_build());
   }
 }
 
@@ -176,7 +177,7 @@ TEST_CASE("cache verify: re-hashes every entry and drops only the bad ones") {
   for (const RemovedEntry& r : result.removed) reasons += r.key + ": " + r.reason + "\n";
   INFO(reasons);
   CHECK(reasons.find(truncated->key + ": kernel.cubin has the wrong size") != std::string::npos);
-  CHECK(reasons.find(altered->key + ": kernel.cubin does not match its digest") != std::string::npos);
+  CHECK(reasons.find(altered->key + ": the entry digest does not match") != std::string::npos);
   CHECK(reasons.find(garbled->key + ": meta.json does not parse") != std::string::npos);
   CHECK(reasons.find(std::string(32, '0') + ": meta.json names key") != std::string::npos);
   CHECK(reasons.find(".tmp-crashed-123: temporary") != std::string::npos);

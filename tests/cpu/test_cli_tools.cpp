@@ -277,7 +277,8 @@ TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a 
     CHECK((row.at("spill_store_bytes").get<int>() > 0) == spilling);
     CHECK(row.at("stack_frame_bytes") == e.resources.stack_frame_bytes);
     CHECK(row.at("smem_bytes").get<std::size_t>() ==
-          forward_smem_bytes(spilling ? DType::kFloat32 : DType::kFloat16, spilling ? 128 : 64, e.tile));
+          forward_smem_bytes(spilling ? DType::kFloat32 : DType::kFloat16, spilling ? 128 : 64,
+                             {e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages}));
     CHECK(row.at("compile_ms").get<double>() > 0);
     CHECK(row.at("size_bytes").get<std::uint64_t>() == e.size_bytes);
     CHECK(row.at("last_used_unix").get<std::int64_t>() == e.last_used_unix);

@@ -288,6 +288,12 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
     inputs.nvrtc_version += ".1";
     expect_new_key("nvrtc version", inputs);
   }
+  SUBCASE("NVRTC build (a patch release of the same major.minor)") {
+    CHECK(base.inputs.nvrtc_build == detail::nvrtc_build_identity());
+    KeyInputs inputs = base.inputs;
+    inputs.nvrtc_build += ".1";
+    expect_new_key("nvrtc build", inputs);
+  }
   SUBCASE("cache format version") {
     KeyInputs inputs = base.inputs;
     inputs.format_version += 1;

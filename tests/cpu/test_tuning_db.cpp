@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -214,4 +215,79 @@ TEST_CASE("tuning db: a malformed entry is skipped, the others are used") {
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0].find("entry 0 ignored") != std::string::npos);
   CHECK(warnings[0].find("int4") != std::string::npos);
+}
+
+TEST_CASE("tuning db: an integer that does not fit its field skips the entry, never truncated") {
+  test::TuningSandbox sandbox("flashrtc-tunedb-range");
+  fs::create_directories(sandbox.db().parent_path());
+  struct Damage {
+    const char* what;
+    const char* field;
+    std::string value;  // the JSON text put in place of the field's value
+  };
+  // 2^32 + 64 read as an int is 64; 2^64 - 1 read as an int64 is -1.
+  const Damage damages[] = {{"block_m 2^32 + 64", "\"block_m\": 64", "\"block_m\": 4294967360"},
+                            {"block_m a float", "\"block_m\": 64", "\"block_m\": 64.5"},
+                            {"block_m 1e30", "\"block_m\": 64", "\"block_m\": 1e30"},
+                            {"warps negative", "\"warps\": 4", "\"warps\": -4"},
+                            {"head_dim as a string", "\"head_dim\": 64", "\"head_dim\": \"big\""},
+                            {"seqlen bucket 2^64 - 1", "\"seqlen_q_bucket\": 4096",
+                             "\"seqlen_q_bucket\": 18446744073709551615"},
+                            {"batch over int64", "\"batch\": 2", "\"batch\": 9223372036854775808"}};
+  for (const Damage& d : damages) {
+    INFO(d.what);
+    // Entry 0 (d=64) is damaged at the field's first occurrence; entry 1 (d=128) stays sound.
+    std::string text = detail::tuning_db_text({test::make_entry(key(64), {64, 64, 4, 1}),
+                                               test::make_entry(key(128), {64, 32, 4, 1})});
+    const auto at = text.find(d.field);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string(d.field).size(), d.value);
+    test::write_text(sandbox.db(), text);
+    const detail::TuningDbContents contents = detail::read_tuning_db_file(sandbox.db());
+    CHECK_FALSE(contents.ignored);
+    REQUIRE(contents.entries.size() == 1);
+    CHECK(contents.entries[0].key.head_dim == 128);
+    REQUIRE(contents.problems.size() == 1);
+    CHECK(contents.problems[0].find("entry 0 ignored") != std::string::npos);
+  }
+  // The warning names the field and the range in plain numbers.
+  std::string text = detail::tuning_db_text({test::make_entry(key(64), {64, 64, 4, 1})});
+  text.replace(text.find("\"block_m\": 64"), 13, "\"block_m\": 4294967360");
+  test::write_text(sandbox.db(), text);
+  test::LogCapture log;
+  CHECK(tuning_db_entries().empty());
+  REQUIRE(log.warnings().size() == 1);
+  CHECK(log.warnings()[0].find("block_m=4294967360: must be an integer from 1 to 2147483647") != std::string::npos);
+}
+
+TEST_CASE("tuning db: a file nested 10,000 deep, or larger than its limit, is ignored without a crash") {
+  test::TuningSandbox sandbox("flashrtc-tunedb-deep");
+  fs::create_directories(sandbox.db().parent_path());
+  test::write_text(sandbox.db(), std::string(10000, '[') + std::string(10000, ']'));
+  detail::TuningDbContents contents = detail::read_tuning_db_file(sandbox.db());
+  CHECK(contents.ignored);
+  REQUIRE(contents.problems.size() == 1);
+  CHECK(contents.problems[0].find("nests deeper than") != std::string::npos);
+  test::write_text(sandbox.db(), "");
+  fs::resize_file(sandbox.db(), std::uint64_t{65} << 20);  // sparse: no disk space used
+  contents = detail::read_tuning_db_file(sandbox.db());
+  CHECK(contents.ignored);
+  REQUIRE(contents.problems.size() == 1);
+  CHECK(contents.problems[0].find("larger than its limit") != std::string::npos);
+}
+
+TEST_CASE("tuning db: seqlen_bucket covers 1 to 2^62 and names that range beyond it, without looping") {
+  constexpr std::int64_t kTop = std::int64_t{1} << 62;
+  CHECK(seqlen_bucket(0) == 1);
+  CHECK(seqlen_bucket(kTop - 1) == kTop);
+  CHECK(seqlen_bucket(kTop) == kTop);
+  CHECK(kMaxSeqlenBucket == kTop);
+  for (const std::int64_t seqlen : {kTop + 1, std::int64_t{4611686018427387905}, std::numeric_limits<std::int64_t>::max()}) {
+    INFO(seqlen);
+    const Error e = test::expect_error([&] { seqlen_bucket(seqlen); });
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+    CHECK(e.message().find("seqlen=" + std::to_string(seqlen)) != std::string::npos);
+    CHECK(e.message().find("from 1 to 4611686018427387904") != std::string::npos);
+  }
+  CHECK(test::expect_error([&] { key(128, kTop + 1); }).code() == ErrorCode::kInvalidArgument);
 }

@@ -31,12 +31,16 @@ struct TuningKey {
 /// "NVIDIA H200 sm_90a nvrtc 13.0 simt bf16 d=128 mask=none Nq<=4096 Nk<=4096".
 FLASHRTC_API std::string to_string(const TuningKey& key);
 
-/// The smallest power of two >= seqlen (seqlen >= 1): 3000 and 4096 share the bucket 4096, 4097 does not.
+/// The largest bucket: 2^62, the largest power of two an int64 holds with room to double.
+inline constexpr std::int64_t kMaxSeqlenBucket = std::int64_t{1} << 62;
+
+/// The smallest power of two >= seqlen: 3000 and 4096 share the bucket 4096, 4097 does not; 1 for
+/// seqlen <= 1. Throws Error(kInvalidArgument) naming the range for seqlen > kMaxSeqlenBucket.
 FLASHRTC_API std::int64_t seqlen_bucket(std::int64_t seqlen);
 
 /// The key of a call on the named GPU and arch, with this process's NVRTC version and family (by name), or when
 /// family is empty the family the call runs on there (select_kernel_family: throws Error(kUnsupported) when
-/// none serves it).
+/// none serves it), Error(kInvalidArgument) for a length over kMaxSeqlenBucket.
 FLASHRTC_API TuningKey make_tuning_key(const std::string& gpu_name, const std::string& arch, DType dtype,
                                        int head_dim, MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv,
                                        const std::string& family = {});
@@ -48,7 +52,7 @@ struct TuningEntry {
   double median_ms = 0;  ///< of the winner, on the shape below
   double tflops = 0;
   std::int64_t batch = 0, heads = 0, seqlen_q = 0, seqlen_kv = 0;  ///< the shape it was tuned on
-  std::string space;          ///< the candidate space swept: "quick" or "full"
+  std::string space;  ///< the candidate space swept: "quick" or "full"
   std::int64_t tuned_unix = 0;
 };
 
