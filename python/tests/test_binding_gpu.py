@@ -196,6 +196,32 @@ class Parity(unittest.TestCase):
 
 
 @unittest.skipIf(skip_reason(), skip_reason() or "")
+class CudaGraphs(unittest.TestCase):
+    """flashrtc.attention inside torch.cuda.graph: the replay reads the inputs' current values and gives the
+    eager call's bits."""
+
+    def test_capture_and_replay(self):
+        torch.manual_seed(2)
+        for dtype, causal in ((torch.bfloat16, False), (torch.float16, True), (torch.float32, "bottom-right")):
+            with self.subTest(dtype=dtype, causal=causal):
+                q, k, v = (rand(2, 4, 333, 64, dtype=dtype) for _ in range(3))
+                k, v = k[:, :2], v[:, :2]  # GQA
+                flashrtc.attention(q, k, v, causal=causal)  # warm-up outside the capture, as torch asks
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    o_graph = flashrtc.attention(q, k, v, causal=causal)
+                for _ in range(2):  # new inputs in place, then replay
+                    q.copy_(rand(*q.shape, dtype=dtype))
+                    o_graph.fill_(float("nan"))
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    eager = flashrtc.attention(q, k, v, causal=causal)
+                    torch.cuda.synchronize()
+                    self.assertTrue(torch.equal(o_graph, eager), "replayed output differs from the eager call")
+
+
+@unittest.skipIf(skip_reason(), skip_reason() or "")
 class Streams(unittest.TestCase):
     def setUp(self):
         if not hasattr(torch.cuda, "_sleep"):
