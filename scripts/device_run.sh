@@ -6,7 +6,8 @@
 # standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
-# time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA).
+# time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA), sanitize
+# (compute-sanitizer memcheck and racecheck over the gpu suite's sanitizer set and the graph test).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -119,4 +120,15 @@ fi
 if [[ " $steps " == *" host "* ]]; then
   "$D/flashrtc_host_bench" 2>&1 | tee "$OUT/host_overhead_cpp.log"
   python3 "$D/python/host_overhead.py" 2>&1 | tee "$OUT/host_overhead_python.log"
+fi
+
+if [[ " $steps " == *" sanitize "* ]]; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "$D/gpu_test_forward_gpu" -tc="compute-sanitizer set*" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool forward set: exit $?" | tee -a "$OUT/sanitizer_$tool.log"
+    tail -n 3 "$OUT/sanitizer_$tool.log"
+  done
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$D/gpu_test_call_path_gpu" > "$OUT/sanitizer_call_path.log" 2>&1
+  echo "compute-sanitizer memcheck call path: exit $?" | tee -a "$OUT/sanitizer_call_path.log"
 fi

@@ -118,3 +118,16 @@ TEST_CASE("repeated launches give identical bits") {
   // Same seed, same inputs: any differing bit means the kernel races.
   CHECK(first.output == second.output);
 }
+
+// Small enough to run under compute-sanitizer (memcheck, racecheck): one shape per family, dtype and mask,
+// odd lengths with Nq < Nk, GQA, both layouts.
+TEST_CASE("compute-sanitizer set: every dtype and mask on a small odd shape") {
+  for (DType dtype : kDtypes)
+    for (MaskKind mask : kMasks) {
+      ForwardCase c;
+      c.dtype = dtype, c.head_dim = dtype == DType::kFloat32 ? 64 : 128, c.mask = mask;
+      c.batch = 1, c.heads_q = 2, c.heads_kv = 1, c.seqlen_q = 77, c.seqlen_kv = 133;
+      c.layout = mask == MaskKind::kNone ? Layout::kBhnd : Layout::kBnhd;
+      check(c);
+    }
+}
