@@ -73,6 +73,8 @@ fi
 if [[ " $steps " == *" binding "* ]]; then
   python3 "$D/python/test_binding_gpu.py" -v 2>&1 | tee "$OUT/python_binding_gpu.log"
   echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_binding_gpu.log"
+  python3 "$D/python/test_transformers_gpu.py" -v 2>&1 | tee "$OUT/python_transformers_gpu.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_transformers_gpu.log"
 fi
 
 if [[ " $steps " == *" grid "* ]]; then

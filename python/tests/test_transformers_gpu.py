@@ -1,0 +1,115 @@
+"""flashrtc as a Hugging Face transformers attention implementation, on a GPU: a small randomly initialised
+Llama model (GQA) with attn_implementation="flashrtc" against the same weights on "sdpa": prefill logits and
+greedy KV-cache decoding agree; padding masks, sliding windows and dropout are refused, never computed.
+
+Run: python3 python/tests/test_transformers_gpu.py. Without torch, transformers or a CUDA device it prints
+"GPU TESTS SKIPPED" and exits 77.
+"""
+import copy
+import sys
+import unittest
+from pathlib import Path
+
+_CHECKOUT_PYTHON = Path(__file__).resolve().parents[1]
+if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():
+    sys.path.insert(0, str(_CHECKOUT_PYTHON))
+
+import flashrtc  # noqa: E402
+import flashrtc.transformers  # noqa: E402
+
+try:
+    import torch
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+except ImportError:
+    torch = transformers = None
+
+
+def no_grad(test):
+    """torch.no_grad() that leaves the test as it is where torch is missing (the class is skipped then)."""
+    return torch.no_grad()(test) if torch is not None else test
+
+
+def skip_reason():
+    if torch is None or transformers is None:
+        return "torch or transformers is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+def small_llama(attn_implementation, dtype):
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=3,
+                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=512)
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config).to(device="cuda", dtype=dtype).eval()
+    if attn_implementation != "sdpa":
+        model = copy.deepcopy(model)
+        if hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation(attn_implementation)
+        else:
+            model.config._attn_implementation = attn_implementation
+    return model
+
+
+@unittest.skipIf(skip_reason(), skip_reason() or "")
+class TransformersModel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        flashrtc.transformers.register()
+        cls.reference = small_llama("sdpa", torch.float32)
+        cls.model = small_llama("flashrtc", torch.float32)
+        cls.tokens = torch.randint(0, 512, (2, 77), device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+
+    def test_same_weights(self):
+        for a, b in zip(self.reference.parameters(), self.model.parameters()):
+            self.assertTrue(torch.equal(a, b))
+        self.assertEqual(self.model.config._attn_implementation, "flashrtc")
+
+    @no_grad
+    def test_prefill_logits(self):
+        ref = self.reference(self.tokens).logits
+        got = self.model(self.tokens).logits
+        err = (got - ref).abs().max().item()
+        self.assertLess(err, 1e-3 * max(1.0, ref.abs().max().item()), f"logits differ by {err:.3g}")
+
+    @no_grad
+    def test_kv_cache_decoding(self):
+        kwargs = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+        ref = self.reference.generate(self.tokens, **kwargs)
+        got = self.model.generate(self.tokens, **kwargs)
+        self.assertEqual(got.shape, ref.shape)
+        self.assertTrue(torch.equal(got, ref), "greedy decoding with a KV cache diverged from sdpa's")
+
+    @no_grad
+    def test_pad_free_mask_passes(self):
+        mask = torch.ones_like(self.tokens)
+        ref = self.reference(self.tokens, attention_mask=mask).logits
+        got = self.model(self.tokens, attention_mask=mask).logits
+        self.assertLess((got - ref).abs().max().item(), 1e-3 * max(1.0, ref.abs().max().item()))
+
+    @no_grad
+    def test_padding_is_refused(self):
+        mask = torch.ones_like(self.tokens)
+        mask[0, :5] = 0
+        with self.assertRaisesRegex(NotImplementedError, "padding mask"):
+            self.model(self.tokens, attention_mask=mask)
+
+    def test_unsupported_features_are_refused(self):
+        q = torch.randn(1, 8, 4, 32, device="cuda")
+        module = torch.nn.Module()
+        with self.assertRaisesRegex(NotImplementedError, "dropout"):
+            flashrtc.transformers.attention_forward(module, q, q[:, :2], q[:, :2], None, dropout=0.1)
+        with self.assertRaisesRegex(NotImplementedError, "sliding window"):
+            flashrtc.transformers.attention_forward(module, q, q[:, :2], q[:, :2], None, sliding_window=128)
+        with self.assertRaisesRegex(NotImplementedError, "attention mask"):
+            flashrtc.transformers.attention_forward(module, q, q, q, torch.ones(1, 1, 4, 4, device="cuda"))
+
+
+if __name__ == "__main__":
+    reason = skip_reason()
+    if reason:
+        print(f"*** GPU TESTS SKIPPED: {reason} ***")
+        sys.exit(77)
+    unittest.main()
