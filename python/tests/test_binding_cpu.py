@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
 from flashrtc import _attention, _library  # noqa: E402
+assert not (INSTALLED and PYTHON_DIR in Path(flashrtc.__file__).resolve().parents), flashrtc.__file__
 from flashrtc._tensors import DLTensor  # noqa: E402
 
 LIBRARY = os.environ.get("FLASHRTC_LIBRARY")

@@ -13,7 +13,8 @@ trap 'rm -rf "$work"' EXIT
 # Two build jobs: CI has two cores.
 CMAKE_BUILD_PARALLEL_LEVEL=2 "$python" -m pip wheel --no-deps --quiet -w "$work/dist" "$source_dir/python"
 wheel=$(ls "$work"/dist/flashrtc-*.whl)
-"$python" -m zipfile -l "$wheel" | grep -q ' flashrtc/libflashrtc.so ' || { echo "no flashrtc/libflashrtc.so in $wheel"; exit 1; }
+"$python" -c 'import sys, zipfile; sys.exit("flashrtc/libflashrtc.so" not in zipfile.ZipFile(sys.argv[1]).namelist())' \
+  "$wheel" || { echo "no flashrtc/libflashrtc.so in $wheel"; exit 1; }
 
 "$python" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --no-deps --no-index --quiet "$wheel"
