@@ -1,13 +1,14 @@
 # The two commands of the README: `make run` and `make test`. Each installs what is missing, configures
-# and builds in Release, then runs the main job or the test suite.
+# in Release, then builds what it needs (`run`: the library and the `flashrtc` command; `test`: everything)
+# and runs the main job or the test suite. python3-venv: the wheel test (tests/packaging/test_wheel.sh).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 APT_PACKAGES := cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev doctest-dev libeigen3-dev \
-                libcli11-dev nlohmann-json3-dev libxxhash-dev python3 gnuplot-nox
+                libcli11-dev nlohmann-json3-dev libxxhash-dev python3 python3-venv gnuplot-nox
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FLASHRTC := $(BUILD_DIR)/host/flashrtc/flashrtc
 
-.PHONY: run test build deps clean
+.PHONY: run test build configure deps clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -17,11 +18,14 @@ deps:
 	fi
 	@test -f /usr/local/cuda/include/nvrtc.h || { echo "error: the CUDA toolkit (NVRTC) is expected at /usr/local/cuda"; exit 1; }
 
-build: deps
+configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+run: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target flashrtc_cli
 	@$(FLASHRTC) info
 	@if $(FLASHRTC) info --has-gpu >/dev/null 2>&1; then \
 	  $(FLASHRTC) run --batch 2 --heads 16 --seqlen 4096 --head-dim 128 --dtype bf16 --mask causal --check; \

@@ -48,13 +48,16 @@ MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 
 def candidate_paths() -> list:
     """Where the library is looked for, in order: $FLASHRTC_LIBRARY (alone, when set); the package
-    directory; the directory holding the package (a staged .devbuild/); the build folder of the checkout
-    the package sits in (<repo>/build/runtime); then the soname for the system loader (LD_LIBRARY_PATH,
-    ldconfig)."""
+    directory (where a wheel puts it); the directory holding the package (a staged .devbuild/); the build
+    folder of the checkout the package sits in (<repo>/build/runtime, only from a checkout); then the soname
+    for the system loader (LD_LIBRARY_PATH, ldconfig)."""
     explicit = os.environ.get(ENV_VARIABLE)
     if explicit:
         return [explicit]  # an explicit choice is never silently replaced by another copy
-    folders = [_PACKAGE_DIR, _PACKAGE_DIR.parent, _PACKAGE_DIR.parent.parent / "build" / "runtime"]
+    folders = [_PACKAGE_DIR, _PACKAGE_DIR.parent]
+    checkout = _PACKAGE_DIR.parent.parent
+    if (checkout / "runtime" / "CMakeLists.txt").is_file():
+        folders.append(checkout / "build" / "runtime")
     return [str(folder / name) for folder in folders for name in _FILE_NAMES] + [_SONAME]
 
 

@@ -3,7 +3,8 @@ marshalling into the C struct, on fake tensors that expose __cuda_array_interfac
 device pointers (never dereferenced: every call here stops at validation, or at NoDevice where no GPU is).
 
 Usage: FLASHRTC_LIBRARY=<build>/runtime/libflashrtc.so python3 python/tests/test_binding_cpu.py
-Without FLASHRTC_LIBRARY the tests that need the library are skipped.
+Without FLASHRTC_LIBRARY the tests that need the library are skipped. With FLASHRTC_TEST_INSTALLED=1 they
+test the installed flashrtc package instead of this checkout's (tests/packaging/test_wheel.sh).
 """
 import ctypes
 import itertools
@@ -16,12 +17,15 @@ import unittest
 from pathlib import Path
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PYTHON_DIR))
+INSTALLED = os.environ.get("FLASHRTC_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, str(PYTHON_DIR))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
 from flashrtc import _attention, _library  # noqa: E402
+assert not (INSTALLED and PYTHON_DIR in Path(flashrtc.__file__).resolve().parents), flashrtc.__file__
 from flashrtc._tensors import DLTensor  # noqa: E402
 
 LIBRARY = os.environ.get("FLASHRTC_LIBRARY")
@@ -100,7 +104,9 @@ def lse_for(b=2, hq=4, nq=64, typestr="<f4", strides=None):
 
 
 def run_python(code, **env):
-    environment = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), **env)
+    environment = dict(os.environ, **env)
+    if not INSTALLED:
+        environment["PYTHONPATH"] = str(PYTHON_DIR)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
                           timeout=60)
 
@@ -142,10 +148,11 @@ class ImportAndLibrarySearch(unittest.TestCase):
         finally:
             if saved is not None:
                 os.environ["FLASHRTC_LIBRARY"] = saved
-        package = PYTHON_DIR / "flashrtc"
+        package = Path(flashrtc.__file__).resolve().parent
         folders = [Path(p).parent for p in paths[:-1]]
-        build = PYTHON_DIR.parent / "build" / "runtime"
-        self.assertEqual(folders, [package, package, PYTHON_DIR, PYTHON_DIR, build, build])
+        # A checkout's build folder is searched only from a checkout, never beside site-packages.
+        build = [] if INSTALLED else [PYTHON_DIR.parent / "build" / "runtime"] * 2
+        self.assertEqual(folders, [package, package, package.parent, package.parent] + build)
         self.assertEqual(paths[-1], "libflashrtc.so.0")  # the system loader comes last
 
     def test_the_variable_alone_is_tried_when_set(self):
