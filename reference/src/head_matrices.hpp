@@ -11,6 +11,10 @@ namespace flashrtc::reference::detail {
 template <typename Scalar>
 using RowMatrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+/// Query rows per score block: bounds the score matrix to 256 x Nk values (8 MiB of doubles at Nk = 4096)
+/// however long the query sequence is.
+constexpr std::int64_t kRowsPerChunk = 256;
+
 /// Throws std::invalid_argument when the shapes are not a valid problem or (b, h) is out of range.
 void check_problem(const Problem& p);
 void check_head(const Problem& p, std::int64_t b, std::int64_t h);

@@ -8,12 +8,6 @@
 
 namespace flashrtc::reference {
 
-namespace {
-// Query rows per score block: bounds the score matrix to 256 x Nk doubles (8 MiB at Nk = 4096) however long
-// the query sequence is.
-constexpr std::int64_t kRowsPerChunk = 256;
-}  // namespace
-
 void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTensor<const double>& q,
                   const HostTensor<const double>& k, const HostTensor<const double>& v,
                   const HostTensor<double>& o, double* lse) {
@@ -26,8 +20,8 @@ void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTe
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
   Matrix scores, out;
-  for (std::int64_t row0 = 0; row0 < p.seqlen_q; row0 += kRowsPerChunk) {
-    const std::int64_t rows = std::min(kRowsPerChunk, p.seqlen_q - row0);
+  for (std::int64_t row0 = 0; row0 < p.seqlen_q; row0 += detail::kRowsPerChunk) {
+    const std::int64_t rows = std::min(detail::kRowsPerChunk, p.seqlen_q - row0);
     const Matrix queries = detail::load_rows<double>(q, b, h, row0, rows, p.head_dim);
     scores.noalias() = scale * (queries * keys.transpose());
     for (std::int64_t r = 0; r < rows; ++r) {

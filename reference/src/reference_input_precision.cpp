@@ -11,8 +11,6 @@
 namespace flashrtc::reference {
 
 namespace {
-// Bounds the fp32 score matrix to 256 x Nk floats per call, as in the double reference.
-constexpr std::int64_t kRowsPerChunk = 256;
 constexpr double kLog2e = 1.442695040888963407359924681001892137;
 constexpr float kLn2f = 0.693147180559945309417232121458176568f;
 
@@ -45,8 +43,8 @@ void forward_head_input_precision(const Problem& p, DType dtype, std::int64_t b,
 
   Matrix scores, out;
   Eigen::VectorXf row_sum;
-  for (std::int64_t row0 = 0; row0 < p.seqlen_q; row0 += kRowsPerChunk) {
-    const std::int64_t rows = std::min(kRowsPerChunk, p.seqlen_q - row0);
+  for (std::int64_t row0 = 0; row0 < p.seqlen_q; row0 += detail::kRowsPerChunk) {
+    const std::int64_t rows = std::min(detail::kRowsPerChunk, p.seqlen_q - row0);
     const Matrix queries = detail::load_rows<float>(q, b, h, row0, rows, p.head_dim);
     scores.noalias() = queries * keys.transpose();
     row_sum.setZero(rows);

@@ -33,7 +33,8 @@ struct HostTensor {
 /// lse is [B, Hq, Nq] contiguous, natural log; rows with no visible key get o = 0 and lse = -inf.
 /// q [B,Nq,Hq,d]; k, v [B,Nk,Hkv,d]; query head h reads kv head h / (Hq / Hkv).
 /// Every function below throws std::invalid_argument when an extent is below 1, heads_q is not a multiple of
-/// heads_kv, (b, h) is out of range or a block size is below 1. Distinct heads may be computed concurrently.
+/// heads_kv, (b, h) is out of range, a block size is below 1 or a required pointer is null. Distinct heads
+/// may be computed concurrently.
 
 /// Double-precision reference for one (batch, query head); writes o rows of that head and its lse row.
 void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTensor<const double>& q,
@@ -42,6 +43,29 @@ void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTe
 /// All heads.
 void forward(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
              const HostTensor<const double>& v, const HostTensor<double>& o, double* lse);
+
+/// Reference gradients (analytic, double) of the forward above, given its o and lse and the upstream
+/// gradient dout [B,Nq,Hq,d] (dq like q; dk, dv like k). With P = exp(scale * q k^T - lse) on visible keys
+/// (0 elsewhere, and on rows whose lse is -inf) and D = rowsum(dout * o):
+///   dV = P^T dO,  dS = P * (dO V^T - D),  dQ = scale * dS K,  dK = scale * dS^T Q.
+/// lse must not be null.
+
+/// D = rowsum(dout * o) for every (b, h, i), written to delta ([B,Hq,Nq] contiguous, like lse): the
+/// backward's pre-pass.
+void backward_delta(const Problem& p, const HostTensor<const double>& o, const HostTensor<const double>& dout,
+                    double* delta);
+/// One (batch, query head): overwrites the dq rows of head h and ADDS this head's share to the dk and dv rows
+/// of its kv head h / (Hq / Hkv), so that the query heads of one GQA group sum into it; the caller zeroes dk
+/// and dv first. Query heads that share a kv head must not run concurrently.
+void backward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTensor<const double>& q,
+                   const HostTensor<const double>& k, const HostTensor<const double>& v,
+                   const HostTensor<const double>& o, const double* lse, const HostTensor<const double>& dout,
+                   const HostTensor<double>& dq, const HostTensor<double>& dk, const HostTensor<double>& dv);
+/// All heads: overwrites dq, dk and dv (zeroes dk and dv, then accumulates every query head into them).
+void backward(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
+              const HostTensor<const double>& v, const HostTensor<const double>& o, const double* lse,
+              const HostTensor<const double>& dout, const HostTensor<double>& dq,
+              const HostTensor<double>& dk, const HostTensor<double>& dv);
 
 /// Direct loops, no Eigen: the check of forward().
 void forward_loops(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
