@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 rm -rf .devbuild && mkdir -p .devbuild
-cp -a "$build"/host/flashrtc/flashrtc "$build"/runtime/libflashrtc.so* .devbuild/
+cp -a "$build"/host/flashrtc/flashrtc "$build"/runtime/libflashrtc.so* "$build"/tools/libflashrtc_tools.so* .devbuild/
 find "$build"/tests -maxdepth 1 -type f -name 'gpu_*' -perm -u+x -exec cp {} .devbuild/ \;
 cp ../shared/bench/sdpa_peers.py .devbuild/
 cp tests/gpu/*.sh .devbuild/
@@ -16,6 +16,6 @@ cp python/flashrtc/*.py .devbuild/python/flashrtc/
 cp -L "$build"/runtime/libflashrtc.so.0 .devbuild/python/flashrtc/
 cp python/tests/test_binding_gpu.py python/tests/test_transformers_gpu.py bench/compare.py bench/host_overhead.py ../shared/bench/sdpa_peers.py .devbuild/python/
 cp "$build"/bench/flashrtc_host_bench .devbuild/
-strip --strip-unneeded .devbuild/flashrtc .devbuild/flashrtc_host_bench .devbuild/gpu_* .devbuild/libflashrtc.so.* \
+strip --strip-unneeded .devbuild/flashrtc .devbuild/flashrtc_host_bench .devbuild/gpu_* .devbuild/libflashrtc*.so.* \
   .devbuild/python/flashrtc/libflashrtc.so.0 2>/dev/null || true
 du -sh .devbuild

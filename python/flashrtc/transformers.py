@@ -1,9 +1,12 @@
 """Hugging Face transformers on flashrtc: after ``flashrtc.transformers.register()``, a model loaded or built
-with ``attn_implementation="flashrtc"`` runs its attention on flashrtc, prefill and KV-cache decoding alike.
+with ``attn_implementation="rtc"`` runs its attention on flashrtc, prefill and KV-cache decoding alike.
 
     import flashrtc.transformers
     flashrtc.transformers.register()
-    model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flashrtc", dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="rtc", dtype=torch.bfloat16)
+
+The name is "rtc", not "flashrtc": transformers (5.x) takes every implementation name containing "flash" for
+a FlashAttention build and looks it up on its kernel hub.
 
 What it honours: causal decoder attention (queries aligned to the end of the keys, as with a KV cache),
 bidirectional (encoder) attention, GQA/MQA (no repeat of k and v), the model's softmax scaling. What it
@@ -16,7 +19,7 @@ current query, attention dropout, position biases, softcapping, attention weight
 """
 from ._attention import attention
 
-NAME = "flashrtc"
+NAME = "rtc"  # see the module docstring: no "flash" in it
 
 
 def _refuse(what):
@@ -71,7 +74,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
 
 
 def register():
-    """Makes ``attn_implementation="flashrtc"`` available to every transformers model of this process."""
+    """Makes ``attn_implementation="rtc"`` available to every transformers model of this process."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 

@@ -1,5 +1,5 @@
 """flashrtc as a Hugging Face transformers attention implementation, on a GPU: a small randomly initialised
-Llama model (GQA) with attn_implementation="flashrtc" against the same weights on "sdpa": prefill logits and
+Llama model (GQA) with attn_implementation="rtc" (flashrtc.transformers.NAME) against the same weights on "sdpa": prefill logits and
 greedy KV-cache decoding agree; padding masks, sliding windows and dropout are refused, never computed.
 
 Run: python3 python/tests/test_transformers_gpu.py. Without torch, transformers or a CUDA device it prints
@@ -59,13 +59,13 @@ class TransformersModel(unittest.TestCase):
     def setUpClass(cls):
         flashrtc.transformers.register()
         cls.reference = small_llama("sdpa", torch.float32)
-        cls.model = small_llama("flashrtc", torch.float32)
+        cls.model = small_llama(flashrtc.transformers.NAME, torch.float32)
         cls.tokens = torch.randint(0, 512, (2, 77), device="cuda", generator=torch.Generator("cuda").manual_seed(1))
 
     def test_same_weights(self):
         for a, b in zip(self.reference.parameters(), self.model.parameters()):
             self.assertTrue(torch.equal(a, b))
-        self.assertEqual(self.model.config._attn_implementation, "flashrtc")
+        self.assertEqual(self.model.config._attn_implementation, flashrtc.transformers.NAME)
 
     @no_grad
     def test_prefill_logits(self):
