@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
@@ -76,7 +77,7 @@ Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
     if (out_fd < 0 || err_fd < 0) ::_exit(126);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
-    if (as_nobody && ::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+    if (as_nobody && ::geteuid() == 0 && (::setgid(test::kNobodyId) != 0 || ::setuid(test::kNobodyId) != 0))
       ::_exit(kCannotDropRoot);
     for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
                              "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
@@ -526,15 +527,6 @@ TEST_CASE("bad arch and length forms are usage errors naming what is accepted, i
 
 namespace {
 
-// Every file and directory under dir without write permission for anyone (and back).
-void set_writable(const fs::path& dir, bool writable) {
-  const auto perms = fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
-  const auto how = writable ? fs::perm_options::add : fs::perm_options::remove;
-  for (fs::recursive_directory_iterator it(dir), end; it != end; ++it)
-    if (!it->is_symlink()) fs::permissions(it->path(), perms, how);
-  fs::permissions(dir, perms, how);
-}
-
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -580,10 +572,10 @@ TEST_CASE(
 
   // Read-only: each cleanup names what it could not remove, says why once, and exits 3.
   const fs::path cache = box.tuning.dir() / "cache";
-  set_writable(cache, false);
+  test::set_writable(cache, false);
   r = box.run({"cache", "verify"}, {}, true);
   if (r.exit_code == kCannotDropRoot) {
-    set_writable(cache, true);
+    test::set_writable(cache, true);
     MESSAGE("skipped: running as root without the right to become nobody, nothing here is read-only");
     return;
   }
@@ -605,7 +597,7 @@ TEST_CASE(
   CHECK(r.out.find("removed 0 entries") != std::string::npos);
   CHECK(count_of(r.err, cannot_remove + "clear)") == 1);
   CHECK(r.err.find(not_writable) != std::string::npos);
-  set_writable(cache, true);
+  test::set_writable(cache, true);
   CHECK(cache_entry_count() == 1);
 
   // Writable again, verify removes it: exit 1, as for any bad entry removed.
