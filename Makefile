@@ -44,7 +44,8 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_af
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 test-sanitizers: deps
-	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHRTC_SANITIZE=address,undefined
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
+	  -DFLASHRTC_SANITIZE=address,undefined
 	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashrtc_cli \
 	  $$(ninja -C $(SANITIZE_DIR) -t targets all | sed -n 's/^\(cpu_test_[a-z0-9_]*\): phony$$/\1/p')
 	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) ctest -L cpu -E '$(SANITIZE_SKIP)' --output-on-failure -j $(JOBS)
