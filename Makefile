@@ -5,10 +5,11 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 APT_PACKAGES := cmake ninja-build g++ pkg-config libspdlog-dev libfmt-dev doctest-dev libeigen3-dev \
                 libcli11-dev nlohmann-json3-dev libxxhash-dev python3 python3-venv gnuplot-nox
+APT_PACKAGES += clang libclang-rt-14-dev  # libFuzzer, for `make fuzz`
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FLASHRTC := $(BUILD_DIR)/host/flashrtc/flashrtc
 
-.PHONY: run test build configure deps clean
+.PHONY: run test build configure deps clean test-sanitizers fuzz
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -37,5 +38,38 @@ run: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The cpu suites built with AddressSanitizer and UndefinedBehaviorSanitizer (a separate build dir): any report
+# fails its test. Not run there: the Python binding (a sanitized library in an uninstrumented python) and
+# the install test (an outside project built without sanitizers).
+SANITIZE_DIR ?= build-asan
+SANITIZE_SKIP ?= python_binding|install_example
+# Leak detection needs no suppressions: NVRTC's and the driver's allocations are not reported.
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1 \
+                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+test-sanitizers: deps
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" \
+	  -DFLASHRTC_SANITIZE=address,undefined
+	cmake --build $(SANITIZE_DIR) -j $(JOBS) --target flashrtc_cli \
+	  $$(ninja -C $(SANITIZE_DIR) -t targets all | sed -n 's/^\(cpu_test_[a-z0-9_]*\): phony$$/\1/p')
+	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) ctest -L cpu -E '$(SANITIZE_SKIP)' --output-on-failure -j $(JOBS)
+
+# Each libFuzzer target under tests/fuzz for FUZZ_SECONDS, from its seed corpus (what it finds is kept in
+# FUZZ_DIR/corpus); a crash, hang, leak or sanitizer report fails, its input saved as FUZZ_DIR/<target>-*.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZERS := fuzz_meta_json fuzz_tuning_db fuzz_tile_override
+
+fuzz: deps
+	CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHRTC_BUILD_HOST=OFF \
+	  -DFLASHRTC_BUILD_FUZZERS=ON -DFLASHRTC_SANITIZE=fuzzer-no-link,address,undefined
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(FUZZERS)
+	@for f in $(FUZZERS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$f && echo "fuzzing $$f for $(FUZZ_SECONDS) s" && \
+	  $(SANITIZER_ENV) $(FUZZ_DIR)/tests/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$f- $(FUZZ_DIR)/corpus/$$f tests/fuzz/corpus/$$f \
+	    || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)

@@ -1,5 +1,6 @@
 // `flashrtc cache`: what the disk cache holds (ls, show, ptx, sass) and keeping it sound (verify, prune,
 // clear). Needs no GPU; KEY is a key or a unique prefix of one.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,11 +34,12 @@ int execute_ls(const CacheOptions& o) {
   std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs",
               "spill st/ld", "stack", "smem", "compile", "size", "last used");
   std::uint64_t total = 0;
-  int spilling = 0;
+  int spilling = 0, bad = 0;
   for (const CacheEntry& e : entries) {
     total += e.size_bytes;
     if (!e.problem.empty()) {
-      std::printf("%-16.16s unreadable: %s (`flashrtc cache verify` removes it)\n", e.key.c_str(),
+      ++bad;
+      std::printf("%-16.16s bad: %s (`flashrtc cache verify` removes it)\n", e.key.c_str(),
                   e.problem.c_str());
       continue;
     }
@@ -57,8 +59,9 @@ int execute_ls(const CacheOptions& o) {
     std::printf("%zu spilling entries, %s, in %s\n", entries.size(), format_bytes(double(total)).c_str(),
                 cache_root().string().c_str());
   else
-    std::printf("%zu entries (%d spilling), %s, in %s\n", entries.size(), spilling,
-                format_bytes(double(total)).c_str(), cache_root().string().c_str());
+    std::printf("%zu entries (%d spilling%s), %s, in %s\n", entries.size(), spilling,
+                bad ? (", " + std::to_string(bad) + " bad").c_str() : "", format_bytes(double(total)).c_str(),
+                cache_root().string().c_str());
   return kExitOk;
 }
 
@@ -84,14 +87,20 @@ int execute_show(const CacheOptions& o) {
   }
   std::printf("%-28s %s\n", "size:", format_bytes(double(e.size_bytes)).c_str());
   std::printf("%-28s %s\n", "last used:", format_time(e.last_used_unix).c_str());
-  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(),
-              tools::read_entry_file(e.log_path).c_str());
+  // A bad entry's log may be missing or oversized: say so and still show the rest.
+  std::string log;
+  try {
+    log = read_cache_entry_file(e.log_path);
+  } catch (const Error& error) {
+    log = "(cannot be read: " + error.message() + ")";
+  }
+  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), log.c_str());
   return kExitOk;
 }
 
 int execute_ptx(const CacheOptions& o) {
   const CacheEntry e = find_cache_entry(o.key);
-  std::fputs(tools::read_entry_file(e.ptx_path).c_str(), stdout);
+  std::fputs(read_cache_entry_file(e.ptx_path).c_str(), stdout);
   return kExitOk;
 }
 
@@ -106,14 +115,31 @@ void print_removed(const CacheCleanup& result) {
                 format_bytes(double(r.bytes)).c_str(), r.reason.c_str());
 }
 
+// What a cleanup could not remove, one line each and one summary (a read-only cache): kExitDevice, since the
+// cache is not what the command was asked to make it. ok_exit otherwise.
+int finish_cleanup(const CacheCleanup& result, int ok_exit) {
+  if (result.not_removed.empty()) return ok_exit;
+  for (const RemovedEntry& r : result.not_removed)
+    std::fprintf(stderr, "%s\n", tools::not_removed_line(r).c_str());
+  std::fprintf(stderr, "error: %s\n", tools::cache_cleanup_failure(result, cache_root()).c_str());
+  return kExitDevice;
+}
+
 int execute_verify() {
   const CacheCleanup result = verify_cache();
   print_removed(result);
-  std::size_t bad_entries = 0;
-  for (const RemovedEntry& r : result.removed) bad_entries += r.key[0] == '.' ? 0 : 1;
-  std::printf("verified %zu entries in %s: %zu bad (removed), %s kept\n", result.entries_checked,
-              cache_root().string().c_str(), bad_entries, format_bytes(double(result.bytes_kept)).c_str());
-  return bad_entries ? kExitCheckFailed : kExitOk;
+  const auto entries_in = [](const std::vector<RemovedEntry>& list) {
+    return std::size_t(std::count_if(
+        list.begin(), list.end(), [](const RemovedEntry& r) { return !r.key.empty() && r.key[0] != '.'; }));
+  };
+  const std::size_t removed = entries_in(result.removed), kept_bad = entries_in(result.not_removed);
+  std::printf(
+      "verified %zu entries in %s: %zu bad (%s), %s kept\n", result.entries_checked,
+      cache_root().string().c_str(), removed + kept_bad,
+      kept_bad ? (std::to_string(removed) + " removed, " + std::to_string(kept_bad) + " not removed").c_str()
+               : "removed",
+      format_bytes(double(result.bytes_kept)).c_str());
+  return finish_cleanup(result, removed ? kExitCheckFailed : kExitOk);
 }
 
 int execute_prune(const CacheOptions& o) {
@@ -127,7 +153,7 @@ int execute_prune(const CacheOptions& o) {
   print_removed(result);
   std::printf("pruned %zu of %zu entries in %s; %s kept\n", result.removed.size(), result.entries_checked,
               cache_root().string().c_str(), format_bytes(double(result.bytes_kept)).c_str());
-  return kExitOk;
+  return finish_cleanup(result, kExitOk);
 }
 
 int execute_clear() {
@@ -137,7 +163,7 @@ int execute_clear() {
   std::printf("removed %zu entries (%s) from %s; the tuning database %s is kept\n", result.removed.size(),
               format_bytes(double(bytes)).c_str(), cache_root().string().c_str(),
               tuning_db_path().string().c_str());
-  return kExitOk;
+  return finish_cleanup(result, kExitOk);
 }
 
 }  // namespace
@@ -156,8 +182,9 @@ Command add_cache_command(CLI::App& parent) {
   CLI::App* sass = app->add_subcommand("sass", "the SASS of an entry (through cuobjdump or nvdisasm)");
   for (CLI::App* keyed : {show, ptx, sass})
     keyed->add_option("KEY", o->key, "a key or a unique prefix of one (`flashrtc cache ls`)")->required();
-  CLI::App* verify =
-      app->add_subcommand("verify", "re-hash every entry; remove bad ones (exit 1 when there were any)");
+  CLI::App* verify = app->add_subcommand(
+      "verify",
+      "re-hash every entry; remove bad ones (exit 1 when there were any, 3 when some could not be removed)");
   CLI::App* prune =
       app->add_subcommand("prune", "remove entries unused for a while, or the least recently used");
   prune->add_option("--older-than", o->older_than, "unused for longer than this, e.g. 30d, 12h");

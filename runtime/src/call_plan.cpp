@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "driver_api.hpp"
 #include "family_compile.hpp"
@@ -46,6 +47,9 @@ struct Memo {
   // moves the old map aside (leaked, like the modules) rather than freeing what a concurrent call may read.
   std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>* calls =
       new std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>;
+  // What was moved aside or handed to one call only: never freed, held here so that a leak checker sees it.
+  std::vector<std::unique_ptr<std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>>> retired;
+  std::vector<std::unique_ptr<PreparedCall>> one_off;
 };
 
 Memo& memo() {
@@ -120,10 +124,15 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
 
   std::lock_guard<std::mutex> lock(m.mutex);
   // Resolved under older settings or another driver table: good for this call only.
-  if (generation < m.generation || driver_gen < m.driver_generation) return *prepared.release();
+  if (generation < m.generation || driver_gen < m.driver_generation) {
+    m.one_off.push_back(std::move(prepared));
+    return *m.one_off.back();
+  }
   if (m.generation != generation || m.driver_generation != driver_gen) {
-    if (!m.calls->empty())
-      m.calls = new std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>;  // old one leaked
+    if (!m.calls->empty()) {
+      m.retired.emplace_back(m.calls);
+      m.calls = new std::unordered_map<MemoKey, std::unique_ptr<PreparedCall>, MemoKeyHash>;
+    }
     m.generation = generation;
     m.driver_generation = driver_gen;
   }

@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "flashrtc/error.hpp"
 #include "log.hpp"
@@ -114,9 +117,20 @@ std::uint64_t driver_generation() {
 }
 
 // The installed copy is never freed (a few hundred bytes per test): a reference a caller took from driver()
-// stays valid after the guard is gone.
+// stays valid after the guard is gone. Kept in a list that lives as long as the process, so that a leak
+// checker sees it as reachable.
+namespace {
+const LoadedDriver* retain_for_process(LoadedDriver driver) {
+  static std::mutex mutex;
+  static auto* retained = new std::vector<std::unique_ptr<const LoadedDriver>>;  // never destroyed, as above
+  std::lock_guard<std::mutex> lock(mutex);
+  retained->push_back(std::make_unique<const LoadedDriver>(std::move(driver)));
+  return retained->back().get();
+}
+}  // namespace
+
 ScopedDriverForTesting::ScopedDriverForTesting(const DriverApi& fake)
-    : previous_(g_testing_driver.exchange(new LoadedDriver(initialize(fake, "the test's driver table")))) {
+    : previous_(g_testing_driver.exchange(retain_for_process(initialize(fake, "the test's driver table")))) {
   ++g_generation;
 }
 

@@ -18,6 +18,9 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::shared_ptr<const KernelFamily>> registered;
+  // Unregistered descriptors, kept so that modules and plans resolved against them never dangle (held here
+  // rather than leaked outright, so that a leak checker sees them as reachable).
+  std::vector<std::shared_ptr<const KernelFamily>> retired;
 };
 
 Registry& registry() {
@@ -248,10 +251,9 @@ FamilyRegistration::~FamilyRegistration() {
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.registered.erase(std::remove(r.registered.begin(), r.registered.end(), family_), r.registered.end());
+    r.retired.push_back(std::move(family_));
   }
   detail::bump_settings_generation();
-  // The descriptor itself stays alive (leaked) so that modules and plans resolved against it never dangle.
-  new std::shared_ptr<const KernelFamily>(std::move(family_));
 }
 
 }  // namespace flashrtc

@@ -21,14 +21,15 @@
 
 #include "cache_entry_layout.hpp"
 #include "cache_scan.hpp"
+#include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "disk_cache.hpp"
+#include "family_compile.hpp"
 #include "file_lock.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "family_compile.hpp"
 #include "kernel_cache.hpp"
 #include "nvrtc_compiler.hpp"
 #include "ptxas_report.hpp"
@@ -78,21 +79,12 @@ std::vector<std::string> lock_files(const fs::path& root) {
 // read-only cases cannot be staged, and say so instead of failing.
 constexpr const char* kCannotDropRoot = "cannot become nobody";
 
-// Every file and directory under dir without write permission for anyone (and back).
-void set_writable(const fs::path& dir, bool writable) {
-  const auto perms = fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
-  const auto how = writable ? fs::perm_options::add : fs::perm_options::remove;
-  for (fs::recursive_directory_iterator it(dir), end; it != end; ++it)
-    if (!it->is_symlink()) fs::permissions(it->path(), perms, how);
-  fs::permissions(dir, perms, how);
-}
-
 // Runs body in a child process that cannot write dir: the directory tree is made read-only, and root (who
 // writes regardless of permissions) becomes nobody. Returns what body returned, "crash" if it did not.
 // after_lockdown runs in this process once the tree is read-only.
 std::string run_without_write_access(const fs::path& dir, const std::function<std::string()>& body,
                                      const std::function<void()>& after_lockdown = {}) {
-  set_writable(dir, false);
+  test::set_writable(dir, false);
   if (after_lockdown) after_lockdown();
   int out[2];
   REQUIRE(::pipe(out) == 0);
@@ -101,7 +93,8 @@ std::string run_without_write_access(const fs::path& dir, const std::function<st
   if (pid == 0) {
     ::close(out[0]);
     std::string result;
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) result = kCannotDropRoot;
+    if (::geteuid() == 0 && (::setgid(test::kNobodyId) != 0 || ::setuid(test::kNobodyId) != 0))
+      result = kCannotDropRoot;
     if (result.empty()) {
       try {
         result = body();
@@ -122,7 +115,7 @@ std::string run_without_write_access(const fs::path& dir, const std::function<st
   ::close(out[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  set_writable(dir, true);
+  test::set_writable(dir, true);
   return WIFEXITED(status) ? result : "crash";
 }
 

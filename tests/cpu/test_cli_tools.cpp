@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
@@ -58,9 +59,13 @@ struct Result {
   std::string out, err;
 };
 
+// A root without CAP_SETUID (some containers) cannot become nobody: the child exits with this.
+constexpr int kCannotDropRoot = 125;
+
 // Runs `flashrtc args...` with only the FLASHRTC_ variables given (others unset), stdout and stderr kept.
+// as_nobody: root runs it as nobody (uid 65534), for whom permissions hold.
 Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
-                    const std::map<std::string, std::string>& env) {
+                    const std::map<std::string, std::string>& env, bool as_nobody = false) {
   static int counter = 0;
   const fs::path out = work / ("cli-" + std::to_string(counter) + ".out");
   const fs::path err = work / ("cli-" + std::to_string(counter++) + ".err");
@@ -72,6 +77,8 @@ Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
     if (out_fd < 0 || err_fd < 0) ::_exit(126);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
+    if (as_nobody && ::geteuid() == 0 && (::setgid(test::kNobodyId) != 0 || ::setuid(test::kNobodyId) != 0))
+      ::_exit(kCannotDropRoot);
     for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
                              "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
                              "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
@@ -100,10 +107,11 @@ struct Sandbox {
     return {{"FLASHRTC_CACHE_DIR", (tuning.dir() / "cache").string()},
             {"FLASHRTC_TUNE_DB", tuning.db().string()}};
   }
-  Result run(const std::vector<std::string>& args, std::map<std::string, std::string> extra = {}) const {
+  Result run(const std::vector<std::string>& args, std::map<std::string, std::string> extra = {},
+             bool as_nobody = false) const {
     std::map<std::string, std::string> all = env();
     for (auto& [name, value] : extra) all[name] = value;
-    Result r = flashrtc_cli(tuning.dir(), args, all);
+    Result r = flashrtc_cli(tuning.dir(), args, all, as_nobody);
     INFO("flashrtc exit " << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
     return r;
   }
@@ -514,6 +522,89 @@ TEST_CASE("bad arch and length forms are usage errors naming what is accepted, i
     CHECK(r.exit_code == 2);
     CHECK(r.err.find(message) != std::string::npos);
   }
+  CHECK(cache_entry_count() == 0);
+}
+
+namespace {
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "flashrtc cache on a damaged and a read-only cache: bad entries shown as bad, bounded reads, "
+    "cleanups that say what they could not remove and exit 3") {
+  Sandbox box("flashrtc-cli-cache-ro");
+  REQUIRE(box.run({"compile", "--dtype", "fp32", "--head-dim", "32", "--arch", "sm_80"}).exit_code == 0);
+  Result r = box.run({"cache", "ls", "--json"});
+  REQUIRE(r.exit_code == 0);
+  json rows = json::parse(r.out);
+  REQUIRE(rows.size() == 1);
+  test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+  const CacheEntry entry = find_cache_entry(rows[0].at("key").get<std::string>());
+  CHECK(rows[0].at("bad") == false);
+  CHECK(rows[0].at("nvrtc_build") == entry.nvrtc_build);
+  CHECK(entry.nvrtc_build.find(" V") != std::string::npos);
+
+  // The PTX becomes a link to an endless file: a bad entry everywhere, and no read follows it.
+  fs::remove(entry.ptx_path);
+  fs::create_symlink("/dev/zero", entry.ptx_path);
+  r = box.run({"cache", "ptx", entry.key});
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find(entry.ptx_path.string()) != std::string::npos);
+  r = box.run({"cache", "show", entry.key});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("problem:") != std::string::npos);
+  r = box.run({"cache", "ls"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(entry.key.substr(0, 16) + " bad: ") != std::string::npos);
+  CHECK(r.out.find("1 entries (0 spilling, 1 bad)") != std::string::npos);
+  r = box.run({"cache", "ls", "--json"});
+  REQUIRE(r.exit_code == 0);
+  rows = json::parse(r.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("bad") == true);
+  CHECK_FALSE(rows[0].at("problem").get<std::string>().empty());
+
+  // Read-only: each cleanup names what it could not remove, says why once, and exits 3.
+  const fs::path cache = box.tuning.dir() / "cache";
+  test::set_writable(cache, false);
+  r = box.run({"cache", "verify"}, {}, true);
+  if (r.exit_code == kCannotDropRoot) {
+    test::set_writable(cache, true);
+    MESSAGE("skipped: running as root without the right to become nobody, nothing here is read-only");
+    return;
+  }
+  const std::string not_writable =
+      "error: 1 entry could not be removed: the cache at " + (cache / "v2").string() + " is not writable";
+  const std::string cannot_remove = "cannot remove " + entry.arch + "/" + entry.key + " (";
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("1 bad (0 removed, 1 not removed)") != std::string::npos);
+  CHECK(count_of(r.err, cannot_remove) == 1);
+  CHECK(count_of(r.err, "error") == 1);
+  CHECK(r.err.find(not_writable) != std::string::npos);
+  r = box.run({"cache", "prune", "--max-size", "0"}, {}, true);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("pruned 0 of 1 entries") != std::string::npos);
+  CHECK(count_of(r.err, cannot_remove) == 1);
+  CHECK(r.err.find(not_writable) != std::string::npos);
+  r = box.run({"cache", "clear"}, {}, true);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("removed 0 entries") != std::string::npos);
+  CHECK(count_of(r.err, cannot_remove + "clear)") == 1);
+  CHECK(r.err.find(not_writable) != std::string::npos);
+  test::set_writable(cache, true);
+  CHECK(cache_entry_count() == 1);
+
+  // Writable again, verify removes it: exit 1, as for any bad entry removed.
+  r = box.run({"cache", "verify"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("1 bad (removed)") != std::string::npos);
+  CHECK(r.err.find("cannot remove") == std::string::npos);
   CHECK(cache_entry_count() == 0);
 }
 

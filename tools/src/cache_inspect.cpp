@@ -1,9 +1,9 @@
 #include "flashrtc_tools/cache_inspect.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -49,6 +49,8 @@ nlohmann::json entry_json(const CacheEntry& e) {
                         {"stages", e.tile.stages},
                         {"mask", e.mask}}},
                       {"name_expression", e.name_expression},
+                      {"nvrtc_build", e.nvrtc_build},
+                      {"bad", !e.problem.empty()},
                       {"registers", e.resources.registers},
                       {"spill_store_bytes", e.resources.spill_store_bytes},
                       {"spill_load_bytes", e.resources.spill_load_bytes},
@@ -74,10 +76,21 @@ std::string cache_entries_json(const std::vector<CacheEntry>& entries) {
   return rows.dump(2);
 }
 
-std::string read_entry_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kCacheIo, "cannot read " + path.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
+std::string cache_cleanup_failure(const CacheCleanup& result, const std::filesystem::path& root) {
+  if (result.not_removed.empty()) return {};
+  bool not_writable = false;
+  for (const RemovedEntry& r : result.not_removed)
+    for (const int code : {EACCES, EPERM, EROFS})
+      not_writable |= r.error.find(std::strerror(code)) != std::string::npos;
+  const std::size_t n = result.not_removed.size();
+  return std::to_string(n) + (n == 1 ? " entry" : " entries") + " could not be removed: " +
+         (not_writable ? "the cache at " + root.string() + " is not writable"
+                       : "see the errors above (cache at " + root.string() + ")");
+}
+
+std::string not_removed_line(const RemovedEntry& r) {
+  const std::string name = r.arch.empty() ? r.key : r.arch + "/" + r.key;
+  return "cannot remove " + name + " (" + r.reason + "): " + r.error;
 }
 
 int print_entry_sass(const CacheEntry& e) {

@@ -16,12 +16,16 @@ std::vector<CacheEntry> sorted_cache_entries(bool spilling_only);
 /// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
 std::string short_kernel_name(const std::string& kernel);
 
-/// A JSON array (indented) of every field of each entry, the specialization nested: `flashrtc cache ls
-/// --json`.
+/// A JSON array (indented) of every field of each entry, the specialization nested, "bad" and "problem"
+/// for an entry a load would reject: `flashrtc cache ls --json`.
 std::string cache_entries_json(const std::vector<CacheEntry>& entries);
 
-/// The whole file (an entry's PTX or compile log). Throws Error(kCacheIo) when it cannot be read.
-std::string read_entry_file(const std::filesystem::path& path);
+/// "cannot remove sm_80/<key> (<reason>): <error>": one entry a cleanup left in not_removed.
+std::string not_removed_line(const RemovedEntry& entry);
+
+/// The one summary line of a cleanup that left entries behind ("2 entries could not be removed: the cache
+/// at X is not writable"), or "" when it removed all it meant to.
+std::string cache_cleanup_failure(const CacheCleanup& result, const std::filesystem::path& root);
 
 /// Prints the SASS of an entry's cubin to stdout through cuobjdump, else nvdisasm. The tool's exit status;
 /// throws MissingTool when neither is installed.
