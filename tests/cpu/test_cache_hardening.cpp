@@ -21,6 +21,7 @@
 
 #include "cache_entry_layout.hpp"
 #include "cache_scan.hpp"
+#include "cpu/helpers/compile_artifact.hpp"
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
@@ -52,22 +53,7 @@ detail::CompileRequest unique_request() {
   return request;
 }
 
-// What get_artifact would produce for request, built here so that the memory cache never sees the key.
-detail::KernelArtifact compile_artifact(const detail::CompileRequest& request) {
-  const std::string key = request.inputs.key();
-  detail::NvrtcOutput out = detail::nvrtc_compile(request.nvrtc, key);
-  detail::KernelArtifact artifact;
-  artifact.key = key;
-  artifact.inputs = request.inputs;
-  artifact.lowered_name = out.lowered_name;
-  artifact.resources = detail::parse_ptxas_report(out.log, out.lowered_name);
-  artifact.cubin = out.cubin;
-  artifact.ptx = out.ptx;
-  artifact.log = out.log;
-  artifact.compile_ms = out.compile_ms;
-  artifact.description = request.description;
-  return artifact;
-}
+using test::compile_artifact;
 
 std::vector<std::string> lock_files(const fs::path& root) {
   std::vector<std::string> found;

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/helpers/compile_artifact.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "disk_cache.hpp"
 #include "flashrtc/error.hpp"
@@ -69,22 +70,7 @@ CompileRequest unique_request() {
   return request;
 }
 
-// What get_artifact would produce for request, built here so that the memory cache never sees the key.
-KernelArtifact compile_artifact(const CompileRequest& request) {
-  const std::string key = request.inputs.key();
-  detail::NvrtcOutput out = detail::nvrtc_compile(request.nvrtc, key);
-  KernelArtifact artifact;
-  artifact.key = key;
-  artifact.inputs = request.inputs;
-  artifact.lowered_name = out.lowered_name;
-  artifact.resources = detail::parse_ptxas_report(out.log, out.lowered_name);
-  artifact.cubin = out.cubin;
-  artifact.ptx = out.ptx;
-  artifact.log = out.log;
-  artifact.compile_ms = out.compile_ms;
-  artifact.description = request.description;
-  return artifact;
-}
+using test::compile_artifact;
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> names;
