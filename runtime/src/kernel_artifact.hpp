@@ -49,4 +49,7 @@ struct KernelArtifact {
   nlohmann::json description;
 };
 
+// The artifact of request compiled under key: NVRTC's output with ptxas's report parsed.
+KernelArtifact artifact_from_compile(const CompileRequest& request, const std::string& key, NvrtcOutput output);
+
 }  // namespace flashrtc::detail

@@ -14,7 +14,6 @@
 #include "flashrtc/config.hpp"
 #include "flashrtc/error.hpp"
 #include "log.hpp"
-#include "ptxas_report.hpp"
 
 namespace flashrtc::detail {
 
@@ -51,18 +50,7 @@ Error compile_disallowed(const CompileRequest& request, const std::string& key, 
 KernelArtifact compile(const CompileRequest& request, const std::string& key) {
   if (runtime_config().require_cached) throw compile_disallowed(request, key, "");
   dump_sources(request, key);
-  NvrtcOutput output = nvrtc_compile(request.nvrtc, key);
-  KernelArtifact artifact;
-  artifact.key = key;
-  artifact.inputs = request.inputs;
-  artifact.lowered_name = std::move(output.lowered_name);
-  artifact.resources = parse_ptxas_report(output.log, artifact.lowered_name);
-  artifact.cubin = std::move(output.cubin);
-  artifact.ptx = std::move(output.ptx);
-  artifact.log = std::move(output.log);
-  artifact.compile_ms = output.compile_ms;
-  artifact.description = request.description;
-  artifact.source = CacheSource::kCompiled;
+  KernelArtifact artifact = artifact_from_compile(request, key, nvrtc_compile(request.nvrtc, key));
   ++g_compiles;
   log().info("compiled {} for {} in {:.0f} ms ({} registers, key {})", request.inputs.name_expression,
              request.inputs.arch, artifact.compile_ms, artifact.resources.registers, key);
