@@ -77,6 +77,29 @@ FLASHRTC_API flashrtc_status flashrtc_attention_forward(const flashrtc_forward_p
  * from before the struct had the flag. */
 FLASHRTC_API flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p,
                                                                    float softmax_scale);
+/* Backward: the gradients dq, dk, dv of the forward above (flashrtc/attention_backward.hpp). Grows at the end
+ * like flashrtc_forward_params. */
+typedef struct flashrtc_backward_params {
+  uint32_t struct_size; /* sizeof(flashrtc_backward_params) as the caller knows it */
+  int32_t dtype;        /* flashrtc_dtype */
+  int64_t batch, seqlen_q, seqlen_kv, heads_q, heads_kv, head_dim;
+  flashrtc_tensor q, k, v, o, d_o;
+  const float* lse; /* required: the forward's [B, Hq, Nq] float32 */
+  flashrtc_tensor d_q, d_k, d_v;
+  float softmax_scale;
+  int32_t has_softmax_scale;
+  int32_t mask;
+  int32_t deterministic; /* 0 or 1 */
+  int32_t block_m, block_n, warps, stages;
+  void* stream;
+  /* Later fields go here, each with a default of all-zero bytes. */
+} flashrtc_backward_params;
+
+FLASHRTC_API void flashrtc_backward_params_init_sized(flashrtc_backward_params* p, uint32_t struct_size);
+static inline void flashrtc_backward_params_init(flashrtc_backward_params* p) {
+  flashrtc_backward_params_init_sized(p, (uint32_t)sizeof(flashrtc_backward_params));
+}
+FLASHRTC_API flashrtc_status flashrtc_attention_backward(const flashrtc_backward_params* p);
 FLASHRTC_API const char* flashrtc_last_error(void);
 FLASHRTC_API const char* flashrtc_status_name(flashrtc_status status);
 FLASHRTC_API const char* flashrtc_version(void);
