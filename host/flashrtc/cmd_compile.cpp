@@ -30,7 +30,7 @@ struct CompileOptions {
 void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
                    const CompiledKernelInfo& info) {
   const ResourceReport& r = info.resources;
-  const std::size_t smem = forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile);
+  const std::size_t smem = family_of(spec).smem_bytes(spec);
   std::printf("key:            %s\n", info.key.c_str());
   std::printf("name:           %s\n", info.name_expression.c_str());
   std::printf("lowered name:   %s\n", info.lowered_name.c_str());
@@ -68,7 +68,7 @@ void print_row(const std::string& counter, const ForwardSpec& spec, const Compil
               text(spec.head_dim).c_str(), std::string(to_string(spec.mask)).c_str(), tile.c_str(),
               text(r.registers).c_str(), (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
               text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
-              text(forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile)).c_str(), compile_ms,
+              text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
               to_string(info.source));
 }
 

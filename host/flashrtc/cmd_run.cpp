@@ -84,7 +84,7 @@ int execute_run(const RunOptions& options) {
   std::printf("kernel:   %s\n", kernel.name_expression.c_str());
   std::printf("          %d registers, spill %d/%d bytes, %zu bytes dynamic smem, compile %.1f ms (%s)\n",
               kernel.resources.registers, kernel.resources.spill_store_bytes,
-              kernel.resources.spill_load_bytes, forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile),
+              kernel.resources.spill_load_bytes, family_of(spec).smem_bytes(spec),
               kernel.compile_ms, to_string(kernel.source));
 
   DeviceBuffer q(tensor_bytes(p, p.seqlen_q, p.heads_q)), k(tensor_bytes(p, p.seqlen_kv, p.heads_kv)),

@@ -142,7 +142,7 @@ int execute_tune(const TuneOptions& o) {
     TuneRow row;
     row.tile = tile;
     row.threads = tile.warps * 32;
-    row.smem_bytes = forward_smem_bytes(shape.dtype, head_dim, tile);
+    row.smem_bytes = setup.family->smem_bytes({shape.dtype, head_dim, shape.mask, tile, setup.family});
     rows.push_back(std::move(row));
   }
 

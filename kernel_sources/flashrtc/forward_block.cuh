@@ -15,17 +15,18 @@ struct ForwardBlock {
   const T* v;
   T* o;
   float* lse;         // this (batch, head)'s lse row, or null
+  int batch, head, kv_head;
 
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) {
     constexpr bool kCausal = kMask != kernel::Mask::kNone;
     const int m_linear = blockIdx.x % p.num_m_blocks;
     const int bh = blockIdx.x / p.num_m_blocks;
-    const int head = bh % p.heads_q;
-    const int batch = bh / p.heads_q;
+    head = bh % p.heads_q;
+    batch = bh / p.heads_q;
     // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
     const int m_block = kCausal ? p.num_m_blocks - 1 - m_linear : m_linear;
     m0 = static_cast<long long>(m_block) * kBlockM;
-    const int kv_head = head / p.kv_group;
+    kv_head = head / p.kv_group;
 
     q = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
     k = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;

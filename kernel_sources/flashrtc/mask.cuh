@@ -16,6 +16,11 @@ struct KeyMask {
   __device__ __forceinline__ bool hides(long long row, long long col) const {
     return col >= seqlen_kv || (kCausal && col > row + diag);
   }
+  // The last key query `row` sees; below 0 when it sees none. hides(row, col) == (col > last_visible(row)).
+  __device__ __forceinline__ long long last_visible(long long row) const {
+    const long long last_key = static_cast<long long>(seqlen_kv) - 1;
+    return kCausal ? min(last_key, row + diag) : last_key;
+  }
   // Whether the key tile [n0, n0 + block_n) hides any key from any query row at or after m0 (row m0 sees the
   // fewest keys): only such tiles pay for the mask.
   __device__ __forceinline__ bool tile_needs_mask(long long m0, long long n0, int block_n) const {

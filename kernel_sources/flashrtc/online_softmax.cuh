@@ -24,6 +24,12 @@ __device__ __forceinline__ float row_lanes_max(float x) {
   return x;
 }
 template <int kLanes>
+__device__ __forceinline__ float row_lanes_min(float x) {
+#pragma unroll
+  for (int offset = 1; offset < kLanes; offset *= 2) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+template <int kLanes>
 __device__ __forceinline__ float row_lanes_sum(float x) {
 #pragma unroll
   for (int offset = 1; offset < kLanes; offset *= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
@@ -54,6 +60,39 @@ __device__ __forceinline__ SoftmaxStep online_softmax_step(float& m, float& l, S
 #pragma unroll
   for (int j = 0; j < kCols; ++j) {
     const float p = fast_exp2(score(j) - m_use);
+    score(j) = p;
+    row_sum += p;
+  }
+  l = l * step.alpha + row_sum;
+  return step;
+}
+
+// As online_softmax_step, for scores not yet multiplied by the softmax scale (log2 domain): the scale goes
+// into the exponent, one FFMA per score instead of a multiply and a subtract, and m stays scaled. The row's
+// largest scaled score is scale * max for scale >= 0, scale * min below. Raw scores must be finite (masked
+// tiles are scaled and masked by the caller, which then passes scale = 1).
+template <int kLanes, int kCols, typename Score>
+__device__ __forceinline__ SoftmaxStep online_softmax_step_unscaled(float& m, float& l, float scale, Score&& score) {
+  float row_max;
+  if (scale >= 0.f) {
+    float x = negative_infinity();
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) x = fmaxf(x, score(j));
+    row_max = row_lanes_max<kLanes>(x) * scale;
+  } else {
+    float x = -negative_infinity();
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) x = fminf(x, score(j));
+    row_max = row_lanes_min<kLanes>(x) * scale;
+  }
+  const float m_new = fmaxf(m, row_max);
+  const float m_use = m_new == negative_infinity() ? 0.f : m_new;
+  const SoftmaxStep step{fast_exp2(m - m_use), m_new != m};
+  m = m_new;
+  float row_sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    const float p = fast_exp2(fmaf(score(j), scale, -m_use));
     score(j) = p;
     row_sum += p;
   }

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <set>
 
+#include "call_traits.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
@@ -66,9 +67,32 @@ void warn_stale_once(const TuningKey& key, const TileConfig& config, const std::
                        reason);
 }
 
+// A tile given by the caller or FLASHRTC_CONFIG picks the best family that can build it, so a tile of the
+// portable family keeps working on a GPU where a faster family ranks first. None: the best family, whose
+// check then reports why the tile cannot run. tile_of(family) is the tile the call would run there.
+template <typename TileOf>
+FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, FamilyChoice best, TileOf tile_of) {
+  for (const KernelFamily* family : serving_kernel_families(q.operation, q.dtype, q.head_dim, target.arch, q.traits))
+    if (family->check_config(q.dtype, q.head_dim, tile_of(*family), kSmemBytesSm90).empty()) {
+      if (family != best.family) best.passed_over.push_back(best.family->name + ": cannot build the requested tile");
+      best.family = family;
+      break;
+    }
+  return best;
+}
+
 ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool explain) {
   ConfigResolution r;
-  FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch);
+  FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch, q.traits);
+  const TileOverride override_fields = q.explicit_config
+                                           ? TileOverride{}
+                                           : parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
+  if (q.explicit_config)
+    choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily&) { return *q.explicit_config; });
+  else if (!override_fields.empty())
+    choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily& f) {
+      return override_fields.apply(f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv));
+    });
   const KernelFamily& family = *choice.family;
   r.family = &family;
   r.family_passed_over = std::move(choice.passed_over);
@@ -102,7 +126,6 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   const TileConfig below_config =
       r.tuned ? r.tuned->config : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
   const std::string& text = runtime_config().config_override;
-  const TileOverride override_fields = parse_tile_override(text, "FLASHRTC_CONFIG");
   if (!override_fields.empty()) {
     r.config = override_fields.apply(below_config);
     check_override("FLASHRTC_CONFIG='" + text + "'", r.config, q, target, family);
@@ -135,7 +158,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 }  // namespace
 
 ConfigQuery config_query(const ForwardParams& p) {
-  return {p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward};
+  return {p.dtype,        static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward,
+          detail::forward_call_traits(p)};
 }
 
 ConfigQuery ConfigQuery::bucketed() const {

@@ -184,24 +184,45 @@ const KernelFamily* find_kernel_family(std::string_view name) {
   return nullptr;
 }
 
-FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch) {
+std::string call_traits_text(unsigned missing) {
+  std::string text;
+  if (missing & kCallTmaStrides)
+    text += "tensors a TMA map can describe (a zero stride over more than one row, head or batch, or one of "
+            "2^40 bytes or more, is not)";
+  return text;
+}
+
+namespace {
+
+// Why family cannot take the call, or empty.
+std::string family_mismatch(const KernelFamily& family, DType dtype, int head_dim, std::string_view arch,
+                            unsigned traits) {
+  if (!family.serves_dtype(dtype)) return "does not take " + std::string(to_string(dtype));
+  if (!family.serves_head_dim(head_dim))
+    return "head_dim=" + std::to_string(head_dim) + " is outside its range (multiples of " +
+           std::to_string(family.head_dim_multiple) + " from " + std::to_string(family.min_head_dim) + " to " +
+           std::to_string(family.max_head_dim) + ")";
+  std::string why = family.arch_mismatch(arch);
+  if (why.empty() && (family.needs_traits & ~traits)) why = "needs " + call_traits_text(family.needs_traits & ~traits);
+  return why;
+}
+
+// The families of op, highest priority first (equal priorities keep table order).
+std::vector<const KernelFamily*> families_by_priority(Operation op) {
   std::vector<const KernelFamily*> candidates;
   for (const KernelFamily* family : kernel_families())
     if (family->operation == op) candidates.push_back(family);
-  // Highest priority first; equal priorities keep table order.
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const KernelFamily* a, const KernelFamily* b) { return a->priority > b->priority; });
+  return candidates;
+}
+
+}  // namespace
+
+FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch, unsigned traits) {
   FamilyChoice choice;
-  for (const KernelFamily* family : candidates) {
-    std::string why;
-    if (!family->serves_dtype(dtype))
-      why = "does not take " + std::string(to_string(dtype));
-    else if (!family->serves_head_dim(head_dim))
-      why = "head_dim=" + std::to_string(head_dim) + " is outside its range (multiples of " +
-            std::to_string(family->head_dim_multiple) + " from " + std::to_string(family->min_head_dim) + " to " +
-            std::to_string(family->max_head_dim) + ")";
-    else
-      why = family->arch_mismatch(arch);
+  for (const KernelFamily* family : families_by_priority(op)) {
+    const std::string why = family_mismatch(*family, dtype, head_dim, arch, traits);
     if (why.empty()) {
       choice.family = family;
       return choice;
@@ -214,6 +235,14 @@ FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::
                                            std::string(to_string(dtype)) + " d=" + std::to_string(head_dim) + " on " +
                                            (arch.empty() ? std::string("sm_80") : std::string(arch)) + " (" +
                                            (reasons.empty() ? "no family of this operation" : reasons) + ")");
+}
+
+std::vector<const KernelFamily*> serving_kernel_families(Operation op, DType dtype, int head_dim,
+                                                         std::string_view arch, unsigned traits) {
+  std::vector<const KernelFamily*> serving;
+  for (const KernelFamily* family : families_by_priority(op))
+    if (family_mismatch(*family, dtype, head_dim, arch, traits).empty()) serving.push_back(family);
+  return serving;
 }
 
 const KernelFamily& portable_family(Operation op, DType dtype, int head_dim) {

@@ -61,11 +61,13 @@ struct ConfigQuery {
   std::int64_t seqlen_q = 1, seqlen_kv = 1;
   std::optional<TileConfig> explicit_config;
   Operation operation = Operation::kForward;
+  unsigned traits = kAllCallTraits;  ///< CallTrait bits of the call's tensors (kernel_family.hpp)
 
   /// Every field compared: the memo of resolved calls is keyed by the query itself.
   bool operator==(const ConfigQuery& o) const {
     return operation == o.operation && dtype == o.dtype && head_dim == o.head_dim && mask == o.mask &&
-           seqlen_q == o.seqlen_q && seqlen_kv == o.seqlen_kv && explicit_config == o.explicit_config;
+           seqlen_q == o.seqlen_q && seqlen_kv == o.seqlen_kv && explicit_config == o.explicit_config &&
+           traits == o.traits;
   }
   /// The same query with each length replaced by its bucket.
   FLASHRTC_API ConfigQuery bucketed() const;

@@ -31,6 +31,17 @@ namespace flashrtc {
 enum class Operation : int { kForward = 0 };
 FLASHRTC_API const char* to_string(Operation op);  ///< "forward"
 
+/// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family
+/// lists those it needs in KernelFamily::needs_traits, and a call without them runs on the next family.
+enum CallTrait : unsigned {
+  /// Every stride of q, k, v and o that indexes more than one row, head or batch is non-zero and below 2^40
+  /// bytes: a TMA tensor map can describe the tensors.
+  kCallTmaStrides = 1u << 0,
+};
+inline constexpr unsigned kAllCallTraits = kCallTmaStrides;
+/// "strides a TMA tensor map can describe", for the traits in `missing`.
+FLASHRTC_API std::string call_traits_text(unsigned missing);
+
 /// One template parameter of a family's kernel; a family lists them in the kernel's order.
 enum class TemplateArg : int { kElementType, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask };
 inline constexpr int kMaxTemplateArgs = 12;
@@ -92,6 +103,7 @@ struct KernelFamily {
   bool needs_arch_specific = false;  ///< compiled for the "a" target (sm_90a): wgmma, setmaxnreg
   int priority = 0;                  ///< where several families serve a call, the highest wins
   int min_head_dim = 8, max_head_dim = kMaxHeadDim, head_dim_multiple = 8;
+  unsigned needs_traits = 0;  ///< CallTrait bits a call must have
 
   std::string header;           ///< include path under kernel_sources/, e.g. "flashrtc/attention_forward_mma.cuh"
   std::string header_source;    ///< the header's text for families registered from outside kernel_sources/
@@ -159,9 +171,15 @@ struct FamilyChoice {
   const KernelFamily* family = nullptr;
   std::vector<std::string> passed_over;  ///< "mma-hopper: needs sm_90a, not sm_80"
 };
-/// The highest-priority family of op that serves dtype and head_dim on arch (empty: judged as sm_80).
-/// Throws Error(kUnsupported) listing every family's reason when none does.
-FLASHRTC_API FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch);
+/// The highest-priority family of op that serves dtype and head_dim on arch (empty: judged as sm_80) for a
+/// call with these CallTrait bits (all of them: a query without tensors). Throws Error(kUnsupported) listing
+/// every family's reason when none does.
+FLASHRTC_API FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch,
+                                               unsigned traits = kAllCallTraits);
+/// Every family select_kernel_family could return for these arguments, best first (empty when none serves).
+FLASHRTC_API std::vector<const KernelFamily*> serving_kernel_families(Operation op, DType dtype, int head_dim,
+                                                                       std::string_view arch,
+                                                                       unsigned traits = kAllCallTraits);
 /// The family select_kernel_family picks on sm_80: what every GPU flashrtc targets runs.
 FLASHRTC_API const KernelFamily& portable_family(Operation op, DType dtype, int head_dim = 64);
 /// spec.family, or the portable family for spec.dtype when it is null.

@@ -1,0 +1,301 @@
+#pragma once
+// Forward attention for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: TMA loads, wgmma products and
+// warp specialization (FlashAttention-3's structure).
+//
+// One thread block owns block_m query rows of one (batch, head). Warp group 0 is the producer: one thread
+// issues every TMA copy (Q once, then K and V tiles of block_n keys into a ring of `stages` buffers), the
+// other threads give their registers away and leave. Each other warp group consumes 64 query rows:
+//   S = Q K^T     wgmma, both operands from shared memory;
+//   softmax       running max and sum per row in registers, exp2 with the scale folded in;
+//   O += P V      wgmma with P from registers (S's accumulators packed to 16 bits are its A fragments) and
+//                 V, row-major in shared memory, read transposed.
+// Within a group the products overlap the softmax: while the softmax of tile j runs, the tensor cores
+// compute P(j-1) V(j-1), issued with S(j) = Q K(j)^T. Between the two consumer groups of a d <= 128 tile
+// the products "ping-pong": a token passed through named barriers lets one group issue its products while
+// the other runs its softmax, so the tensor cores see one group's work at a time. Key tiles are visited from the last to the first, so
+// the ones that need a mask (the causal diagonal, the end of the keys) come first.
+// Buffers are handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp
+// arrives on once its products have read the buffer. O leaves through shared memory (the group's Q tile)
+// and a TMA store, which clips rows past the end; lse is written from registers.
+#include "flashrtc/element_types.cuh"
+#include "flashrtc/forward_block.cuh"
+#include "flashrtc/forward_epilogue.cuh"
+#include "flashrtc/forward_params.cuh"
+#include "flashrtc/mask.cuh"
+#include "flashrtc/mma.cuh"
+#include "flashrtc/online_softmax.cuh"
+#include "flashrtc/sm90_async.cuh"
+#include "flashrtc/wgmma.cuh"
+#include "flashrtc/wgmma_forward_shape.cuh"
+
+namespace flashrtc {
+
+// The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
+// is one panel of rows: (panel elements, rows, 1, 1), rows = 64 for Q and O, block_n for K and V.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_forward_wgmma(const __grid_constant__ kernel::ForwardParams p,
+                            const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
+                            const __grid_constant__ TmaDescriptor v_map, const __grid_constant__ TmaDescriptor o_map) {
+  static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
+  constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
+  static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper forward kernel");
+  constexpr int kConsumers = kShape.consumer_groups();
+  constexpr int kPanelBytes = kShape.panel_bytes();
+  constexpr int kPanelElements = kShape.panel_elements();
+  constexpr int kPanels = kShape.panels();
+  constexpr unsigned kQGroupBytes = kShape.q_group_bytes();
+  constexpr unsigned kKVBytes = kShape.kv_tile_bytes();
+  constexpr int kSTiles = kBlockN / 8;    // 8-column tiles of S
+  constexpr int kOTiles = kHeadDim / 8;   // 8-column tiles of O
+  constexpr int kQKSteps = kHeadDim / 16;
+  constexpr int kPVSteps = kBlockN / 16;
+  using Panel = SwizzledPanel<kPanelBytes>;
+
+  extern __shared__ unsigned char smem_raw[];
+  // Tiles: Q (and later O) [group][panel][64 rows], K and V [stage][panel][block_n rows], then the barriers.
+  const unsigned q_smem = (shared_address(smem_raw) + 1023u) & ~1023u;
+  const unsigned k_smem = q_smem + kConsumers * kQGroupBytes;
+  const unsigned v_smem = k_smem + kStages * kKVBytes;
+  const unsigned barriers = v_smem + kStages * kKVBytes;
+  const auto q_full = [&](int group) { return barriers + 8u * group; };
+  const auto k_full = [&](int stage) { return barriers + 8u * (kConsumers + stage); };
+  const auto v_full = [&](int stage) { return barriers + 8u * (kConsumers + kStages + stage); };
+  const auto k_empty = [&](int stage) { return barriers + 8u * (kConsumers + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return barriers + 8u * (kConsumers + 3 * kStages + stage); };
+  constexpr unsigned kConsumerWarps = 4u * kConsumers;
+
+  const int tid = threadIdx.x;
+  const int group = tid / 128;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
+  const int num_n_blocks = block.num_n_blocks;
+
+  if (tid == 0) {
+    for (int g = 0; g < kConsumers; ++g) mbarrier_init(q_full(g), 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(k_full(s), 1);
+      mbarrier_init(v_full(s), 1);
+      mbarrier_init(k_empty(s), kConsumerWarps);
+      mbarrier_init(v_empty(s), kConsumerWarps);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (group == 0) {
+    registers_decrease_to<kShape.producer_registers()>();
+    if (warp == 0 && elect_one_lane()) {
+      tma_prefetch_descriptor(q_map);
+      tma_prefetch_descriptor(k_map);
+      tma_prefetch_descriptor(v_map);
+      for (int g = 0; g < kConsumers; ++g) {
+        // The full box's bytes even where it hangs past the end: TMA counts the zeros it fills in.
+        mbarrier_arrive_expect_tx(q_full(g), kQGroupBytes);
+        for (int panel = 0; panel < kPanels; ++panel)
+          tma_load_4d(q_smem + g * kQGroupBytes + panel * 64u * kPanelBytes, q_map, q_full(g),
+                      panel * kPanelElements, static_cast<int>(block.m0) + 64 * g, block.head, block.batch);
+      }
+      for (int i = 0; i < num_n_blocks; ++i) {
+        const int n0 = (num_n_blocks - 1 - i) * kBlockN;
+        const int stage = i % kStages;
+        const unsigned phase = (i / kStages) & 1;
+        mbarrier_wait(k_empty(stage), phase ^ 1);
+        mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < kPanels; ++panel)
+          tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
+                      panel * kPanelElements, n0, block.kv_head, block.batch);
+        mbarrier_wait(v_empty(stage), phase ^ 1);
+        mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < kPanels; ++panel)
+          tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
+                      panel * kPanelElements, n0, block.kv_head, block.batch);
+      }
+    }
+    return;
+  }
+
+  registers_increase_to<kShape.consumer_registers()>();
+  const int consumer = group - 1;
+  const int warp_in_group = warp % 4;
+  const unsigned q_tile = q_smem + consumer * kQGroupBytes;
+  const long long group_m0 = block.m0 + 64 * consumer;
+  const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;  // this lane's rows: row0 and row0 + 8
+  const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+
+  float acc_o[kHeadDim / 2];
+  float acc_s[kBlockN / 2];
+  unsigned p_frag[kPVSteps][4];
+  float m_run[2] = {negative_infinity(), negative_infinity()};
+  float l_run[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) acc_o[i] = 0.f;
+
+  // S = Q K^T for the K tile in `stage`, issued and committed (not waited for).
+  const auto issue_qk = [&](int stage) {
+    const unsigned k_tile = k_smem + stage * kKVBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kQKSteps; ++step) {
+      const unsigned panel = (step * 16) / kPanelElements;
+      const unsigned inside = (step * 16) % kPanelElements * 2;  // bytes into the panel's rows
+      const unsigned long long a =
+          make_smem_descriptor<kPanelBytes>(q_tile + panel * 64u * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
+          k_tile + panel * unsigned(kBlockN) * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      Wgmma<T, kBlockN>::template ss<0>(acc_s, a, b, step > 0);
+    }
+    wgmma_commit();
+  };
+  // O += P V for the V tile in `stage`: V is the MN-major B operand (head dim contiguous), panels of the
+  // head dim block_n rows apart, 16 keys per step.
+  const auto issue_pv = [&](int stage) {
+    const unsigned v_tile = v_smem + stage * kKVBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kPVSteps; ++step) {
+      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
+          v_tile + step * 16u * kPanelBytes, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
+      Wgmma<T, kHeadDim>::template rs<1>(acc_o, p_frag[step], b, 1);
+    }
+    wgmma_commit();
+  };
+  // Ping-pong: named barrier 1 + g is group g's turn to issue products; both groups (256 threads) count on
+  // it, the owner waiting, the other arriving when it has issued its own.
+  constexpr bool kPingPong = kConsumers == 2 && kHeadDim <= 128;
+  const auto wait_turn = [&]() {
+    if constexpr (kPingPong) named_barrier_sync(1 + consumer, 256);
+  };
+  const auto pass_turn = [&]() {
+    if constexpr (kPingPong) named_barrier_arrive(1 + (consumer ^ 1), 256);
+  };
+  // Each consumer warp arrives once it no longer reads the buffer.
+  const auto release = [&](unsigned bar) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bar);
+  };
+  // Scales, masks and exponentiates S of the key tile at n0 in place; returns whether some row's maximum
+  // moved, and each row's O rescale factor. Tiles without a mask fold the scale into the exponent.
+  const auto softmax = [&](long long n0, float (&alpha)[2]) -> bool {
+    float scale = p.scale_log2;
+    if (mask.tile_needs_mask(group_m0, n0, kBlockN)) {
+      // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
+#pragma unroll
+      for (int i = 0; i < kBlockN / 2; ++i) acc_s[i] *= scale;
+      scale = 1.f;
+      // Column 8t + e of this lane's slice is key n0 + 2 * (lane % 4) + 8t + e: compare the compile-time
+      // offset with one limit per row (few registers, where the d = 256 tiles have none to spare).
+      const long long first_col = n0 + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long last = mask.last_visible(row0 + 8 * h) - first_col;
+        const int limit = static_cast<int>(last < -1 ? -1 : last > kBlockN ? kBlockN : last);
+#pragma unroll
+        for (int t = 0; t < kSTiles; ++t)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (8 * t + e > limit) acc_s[4 * t + 2 * h + e] = negative_infinity();
+      }
+    }
+    bool moved = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const SoftmaxStep step = online_softmax_step_unscaled<4, kBlockN / 4>(
+          m_run[h], l_run[h], scale, [&](int j) -> float& { return acc_s[4 * (j / 2) + 2 * h + j % 2]; });
+      alpha[h] = step.alpha;
+      moved |= step.max_moved;
+    }
+    return moved;
+  };
+  const auto pack_p = [&]() {
+#pragma unroll
+    for (int step = 0; step < kPVSteps; ++step)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
+  };
+
+  mbarrier_wait(q_full(consumer), 0);
+  if (num_n_blocks > 0) {
+    float alpha[2];
+    // Group 0 holds the token first; every issue below is one turn of each group (num_n_blocks + 1 turns),
+    // and the last pass of group 1 is skipped so that no arrival is left over at exit.
+    if (consumer == 1) pass_turn();
+    mbarrier_wait(k_full(0), 0);
+    wait_turn();
+    issue_qk(0);
+    pass_turn();
+    wgmma_wait<0>();
+    wgmma_hold(acc_s);
+    release(k_empty(0));
+    softmax(static_cast<long long>(num_n_blocks - 1) * kBlockN, alpha);
+    pack_p();
+    for (int i = 1; i < num_n_blocks; ++i) {
+      const int stage = i % kStages;
+      const int prev = (i - 1) % kStages;
+      mbarrier_wait(k_full(stage), (i / kStages) & 1);
+      mbarrier_wait(v_full(prev), ((i - 1) / kStages) & 1);
+      wait_turn();
+      issue_qk(stage);
+      issue_pv(prev);
+      pass_turn();
+      wgmma_wait<1>();  // S is done; P V may still run
+      wgmma_hold(acc_s);
+      release(k_empty(stage));
+      const bool moved = softmax(static_cast<long long>(num_n_blocks - 1 - i) * kBlockN, alpha);
+      wgmma_wait<0>();
+      wgmma_hold(acc_o);
+      wgmma_hold(p_frag);
+      release(v_empty(prev));
+      // Once the running maxima settle most tiles move none of the warp's: skip the rescale then.
+      if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int t = 0; t < kOTiles; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_o[4 * t + e] *= alpha[e / 2];
+      }
+      pack_p();
+    }
+    const int last = (num_n_blocks - 1) % kStages;
+    mbarrier_wait(v_full(last), ((num_n_blocks - 1) / kStages) & 1);
+    wait_turn();
+    issue_pv(last);
+    if (consumer == 0) pass_turn();
+    wgmma_wait<0>();
+    wgmma_hold(acc_o);
+    wgmma_hold(p_frag);
+    release(v_empty(last));
+  }
+
+  // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
+  // the swizzled layout the O map stores from; then one thread stores it.
+  float* lse_row = block.lse;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = row_lanes_sum<4>(l_run[h]);
+    const float inv_l = inverse_row_sum(l);
+    const int r = 16 * warp_in_group + lane / 4 + 8 * h;
+#pragma unroll
+    for (int t = 0; t < kOTiles; ++t) {
+      const int col = 8 * t + 2 * (lane % 4);
+      const unsigned address = q_tile + (col / kPanelElements) * 64u * kPanelBytes +
+                               Panel::offset(r, (col % kPanelElements) * 2);
+      const unsigned packed = pack2<T>(acc_o[4 * t + 2 * h] * inv_l, acc_o[4 * t + 2 * h + 1] * inv_l);
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(packed) : "memory");
+    }
+    if (lse_row && lane % 4 == 0 && row0 + 8 * h < p.seqlen_q) lse_row[row0 + 8 * h] = row_lse(m_run[h], l);
+  }
+  fence_async_shared();
+  named_barrier_sync(3 + consumer, 128);  // ids 1 and 2 are the ping-pong turns
+  if (tid % 128 == 0) {
+    for (int panel = 0; panel < kPanels; ++panel)
+      tma_store_4d(o_map, q_tile + panel * 64u * kPanelBytes, panel * kPanelElements, static_cast<int>(group_m0),
+                   block.head, block.batch);
+    tma_store_commit();
+    tma_store_wait_read();
+  }
+}
+
+}  // namespace flashrtc

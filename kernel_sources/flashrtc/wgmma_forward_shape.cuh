@@ -1,0 +1,54 @@
+#pragma once
+// Roles, register budget and shared-memory plan of the Hopper forward kernel (attention_forward_wgmma.cuh),
+// as constexpr arithmetic compiled by NVRTC (the kernel static_asserts invalid_reason() == nullptr) and by
+// the host compiler (config checks, launch sizes).
+
+namespace flashrtc {
+
+struct WgmmaForwardShape {
+  int head_dim, block_m, block_n, warps, stages;
+
+  constexpr int threads() const { return warps * 32; }
+  // Warp group 0 produces (TMA loads); each other group consumes 64 query rows (wgmma's M).
+  constexpr int consumer_groups() const { return warps / 4 - 1; }
+  // setmaxnreg budgets per thread: the producer gives its registers to the consumers. 128 threads per
+  // group: 2 consumers 128 * (24 + 240 + 240) = 64,512 of the SM's 65,536 registers; 3: 32 + 3 * 160.
+  constexpr int consumer_registers() const { return consumer_groups() == 2 ? 240 : 160; }
+  constexpr int producer_registers() const { return consumer_groups() == 2 ? 24 : 32; }
+  // Per-thread fp32 accumulators of a consumer: O (64 x head_dim), S (64 x block_n), and P, S packed to
+  // 16 bits, kept for the next step's P V while the following S is computed.
+  constexpr int accumulator_registers() const { return head_dim / 2 + block_n / 2 + block_n / 4; }
+
+  // Rows of Q, K, V and O tiles are cut into panels of the swizzle span: 128 bytes (64 elements) when the
+  // head dim is a multiple of 64, else 64 bytes (32 elements: d = 96, 160, 224).
+  constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }
+  constexpr int panel_elements() const { return panel_bytes() / 2; }
+  constexpr int panels() const { return head_dim / panel_elements(); }
+
+  constexpr unsigned q_group_bytes() const { return 64u * unsigned(head_dim) * 2u; }
+  constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
+  // mbarriers: Q per consumer group; K full, V full, K empty, V empty per stage.
+  constexpr unsigned barrier_bytes() const { return 8u * unsigned(consumer_groups() + 4 * stages); }
+  // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
+  constexpr unsigned smem_bytes() const {
+    return 1024u + unsigned(consumer_groups()) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
+           barrier_bytes();
+  }
+
+  // nullptr when the kernel can be instantiated with this shape, else which field is wrong and why.
+  constexpr const char* invalid_reason() const {
+    if (head_dim < 64 || head_dim > 256 || head_dim % 32 != 0)
+      return "head_dim: must be a multiple of 32 in [64, 256]";
+    if (warps != 12 && warps != 16) return "warps: must be 12 (two consumer warp groups) or 16 (three)";
+    if (block_m != 64 * consumer_groups())
+      return "block_m: must be 64 query rows per consumer warp group (128 with 12 warps, 192 with 16)";
+    if (block_n < 16 || block_n > 256 || block_n % 16 != 0) return "block_n: must be a multiple of 16 in [16, 256]";
+    if (stages < 2 || stages > 4) return "stages: must be 2, 3 or 4";
+    // 40 registers for addresses, indices, softmax state and the compiler's temporaries.
+    if (accumulator_registers() + 40 > consumer_registers())
+      return "block_n/head_dim: O, S and P exceed a consumer warp group's registers";
+    return nullptr;
+  }
+};
+
+}  // namespace flashrtc

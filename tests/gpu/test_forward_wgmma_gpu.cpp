@@ -1,0 +1,91 @@
+// The Hopper (wgmma) forward family against the Eigen reference: its own tile space, the head dims it
+// serves, and the calls it hands to the mma.sync family. Skips unless the GPU is an sm_90a one.
+#include <doctest/doctest.h>
+
+#include "flashrtc/flashrtc.hpp"
+#include "support/forward_case.hpp"
+
+using namespace flashrtc;
+using flashrtc::testing::ForwardCase;
+using flashrtc::testing::Layout;
+
+namespace {
+
+bool on_hopper() {
+  return current_device().arch == "sm_90a";
+}
+
+void check(const ForwardCase& c) {
+  const auto result = flashrtc::testing::run_forward_case(c);
+  INFO(result.report);
+  CHECK(result.pass);
+  if (!result.pass) MESSAGE(result.report);
+}
+
+const KernelFamily& wgmma() {
+  const KernelFamily* family = find_kernel_family("wgmma");
+  REQUIRE(family != nullptr);
+  return *family;
+}
+
+}  // namespace
+
+TEST_CASE("the default forward on sm_90a is the wgmma family where it serves, mma elsewhere") {
+  if (!on_hopper()) return;
+  ForwardParams p;
+  p.dtype = DType::kBFloat16, p.batch = 1, p.seqlen_q = p.seqlen_kv = 256, p.heads_q = p.heads_kv = 2;
+  alignas(16) static unsigned char dummy[16];
+  for (int d : {32, 64, 96, 128, 200, 256}) {
+    p.head_dim = d;
+    p.q = p.k = p.v = p.o = TensorRef::bnhd(dummy, 256, 2, d);
+    const ForwardSpec spec = select_forward_spec(p);
+    CHECK_MESSAGE(spec.family->name == (d % 32 == 0 && d >= 64 ? "wgmma" : "mma"), "d=" << d);
+  }
+  // A broadcast head stride (one K/V row set for all heads) is no TMA map: the call runs on mma.
+  p.head_dim = 128;
+  p.q = p.k = p.v = p.o = TensorRef::bnhd(dummy, 256, 2, 128);
+  p.k.stride_head = 0;
+  CHECK(select_forward_spec(p).family->name == "mma");
+}
+
+TEST_CASE("wgmma: dtypes x head dims x masks x GQA x odd lengths x layouts") {
+  if (!on_hopper()) return;
+  struct Shape {
+    std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
+    Layout layout;
+    std::int64_t row_pad;
+  };
+  constexpr Shape kShapes[] = {
+      {2, 4, 4, 17, 17, Layout::kBnhd, 0},   {1, 4, 1, 129, 1000, Layout::kBhnd, 0},
+      {1, 8, 2, 1000, 63, Layout::kBnhd, 0}, {1, 2, 2, 1, 4096, Layout::kBhnd, 0},
+      {1, 4, 1, 333, 333, Layout::kBhnd, 8}, {2, 2, 2, 2048, 2048, Layout::kBnhd, 0},
+  };
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 96, 128, 160, 192, 224, 256})
+      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+        for (const Shape& s : kShapes) {
+          if (d > 128 && d != 256 && s.seqlen_q * s.seqlen_kv > 1000000) continue;  // time
+          ForwardCase c;
+          c.dtype = dtype, c.head_dim = d, c.mask = mask;
+          c.batch = s.batch, c.heads_q = s.heads_q, c.heads_kv = s.heads_kv;
+          c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv, c.layout = s.layout, c.row_pad = s.row_pad;
+          c.seed = 7 + d;
+          check(c);
+        }
+}
+
+TEST_CASE("wgmma: every tile the tuner may pick computes the same function") {
+  if (!on_hopper()) return;
+  const DeviceInfo device = current_device();
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 96, 128, 256}) {
+      const auto space = wgmma().config_space(dtype, d, device.smem_per_block_optin_bytes);
+      REQUIRE(!space.empty());
+      for (std::size_t i = (d / 32) % 3; i < space.size(); i += 3) {
+        ForwardCase c;
+        c.dtype = dtype, c.head_dim = d, c.mask = MaskKind::kCausalBottomRight, c.config = space[i];
+        c.batch = 1, c.heads_q = 2, c.heads_kv = 1, c.seqlen_q = 190, c.seqlen_kv = 333;
+        check(c);
+      }
+    }
+}
