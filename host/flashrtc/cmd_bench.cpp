@@ -14,6 +14,7 @@
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
+#include "flashrtc_tools/json_fields.hpp"
 
 namespace flashrtc::cli {
 
@@ -128,10 +129,7 @@ class Report {
       j["Nk"] = s.seqlen_kv;
       j["mask"] = std::string(to_string(point.mask));
       j["layout"] = layout_;
-      j["tile"] = {{"block_m", spec.tile.block_m},
-                   {"block_n", spec.tile.block_n},
-                   {"warps", spec.tile.warps},
-                   {"stages", spec.tile.stages}};
+      j["tile"] = spec.tile;
       j["gflop"] = flops / 1e9;
       if (m && m->error.empty()) {
         // Rounded as the peers' rows are: 4 decimals of ms, 1 of TFLOP/s.
@@ -359,7 +357,8 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
   app->add_flag("--json", o->json,
-                "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
+                "JSON lines: one JSON object per point as it is measured (the peers' fields plus flashrtc's) "
+                "instead of a table");
   app->add_flag("--dry-run", o->dry_run, "list the points, tiles and FLOPs without running (no GPU needed)");
   o->tile.add_to(*app);
   o->target.add_to(

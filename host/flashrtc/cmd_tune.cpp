@@ -242,7 +242,9 @@ Command add_tune_command(CLI::App& parent) {
   o->target.add_to(*app,
                    "with --dry-run: the arch whose limits to list for, e.g. sm_90a (default: the GPU's)");
   o->tile.add_to(*app);
-  app->add_option("--json", o->json_path, "write every row to this JSON file");
+  app->add_option("--json", o->json_path,
+                  "write one JSON document to FILE: the setup, the winner and every row (the table stays "
+                  "on stdout)");
   app->add_option("--plot", o->plot_path,
                   "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot "
                   "(FILE.gp: the script alone)");
