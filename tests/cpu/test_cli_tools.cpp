@@ -3,11 +3,13 @@
 // real NVRTC outputs, compile --all with tuned tiles, FLASHRTC_REQUIRE_CACHED.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -606,6 +608,259 @@ TEST_CASE(
   CHECK(r.out.find("1 bad (removed)") != std::string::npos);
   CHECK(r.err.find("cannot remove") == std::string::npos);
   CHECK(cache_entry_count() == 0);
+}
+
+namespace {
+
+// Every line of a --json stream parsed; a line that is not JSON fails the test.
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> rows;
+  std::size_t start = 0;
+  for (std::size_t end = text.find('\n'); end != std::string::npos;
+       start = end + 1, end = text.find('\n', start))
+    rows.push_back(json::parse(text.substr(start, end - start)));
+  CHECK(start == text.size());  // every line ends with a newline
+  return rows;
+}
+
+json tile_json(const TileConfig& c) {
+  return {{"block_m", c.block_m}, {"block_n", c.block_n}, {"warps", c.warps}, {"stages", c.stages}};
+}
+
+}  // namespace
+
+TEST_CASE("--json: info, config, compile, cache show print one document with the documented fields") {
+  Sandbox box("flashrtc-cli-json");
+  Result r = box.run({"info", "--json"});
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc.at("flashrtc").is_string());
+  CHECK(doc.at("nvrtc").get<std::string>() == nvrtc_version());
+  const bool usable = doc.at("gpu").at("usable").get<bool>();
+  CHECK(doc.at("gpu").at("problem").is_null() == usable);
+  if (!device_available()) {
+    CHECK_FALSE(usable);
+    CHECK(doc.at("gpu").at("device").is_null());
+    CHECK(doc.at("gpu").at("problem").get<std::string>() == device_unavailable_reason());
+  } else if (usable) {
+    CHECK(doc.at("gpu").at("device").at("arch").get<std::string>().rfind("sm_", 0) == 0);
+    CHECK(doc.at("gpu").at("device").at("multiprocessors").get<int>() > 0);
+  }
+  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v2").string());
+  CHECK(doc.at("cache").at("entries") == 0);
+  CHECK(doc.at("tuning_db").at("path") == box.tuning.db().string());
+  CHECK(doc.at("tuning_db").at("entries") == 0);
+  CHECK(doc.at("environment").at("FLASHRTC_TUNE_DB") == box.tuning.db().string());
+  CHECK(doc.at("environment").at("FLASHRTC_ARCH").is_null());
+  r = box.run({"info", "--has-gpu", "--json"});
+  CHECK(r.exit_code == (usable ? 0 : 3));
+  doc = json::parse(r.out);
+  CHECK(doc.size() == 1);
+  CHECK(doc.at("gpu").at("usable") == usable);
+
+  // config: the resolution, and the same tile the text output names, tuned or not.
+  const std::vector<std::string> config = {"config",     "--json", "--dtype",    "fp16",
+                                           "--head-dim", "64",     "--seqlen",   "3000",
+                                           "--arch",     "sm_90a", "--gpu-name", "Test GPU"};
+  r = box.run(config);
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90, 3000);
+  CHECK(doc.at("config") == tile_json(fallback));
+  CHECK(doc.at("source") == "default");
+  CHECK(doc.at("tuned").is_null());
+  CHECK(doc.at("family").get<std::string>() ==
+        select_kernel_family(Operation::kForward, DType::kFloat16, 64, "sm_90a").family->name);
+  CHECK(doc.at("tuning_key").get<std::string>().rfind("Test GPU sm_90a", 0) == 0);
+  CHECK(
+      doc.at("call") ==
+      json({{"dtype", "fp16"}, {"head_dim", 64}, {"mask", "none"}, {"seqlen_q", 3000}, {"seqlen_kv", 3000}}));
+  CHECK(doc.at("tuning_db") == box.tuning.db().string());
+  CHECK(doc.at("flashrtc_config").is_null());
+  const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
+  const auto other =
+      std::find_if(space.begin(), space.end(), [&](const TileConfig& c) { return !(c == fallback); });
+  REQUIRE(other != space.end());
+  record_tuning_entry(test::make_entry(
+      make_tuning_key("Test GPU", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), *other));
+  doc = json::parse(box.run(config).out);
+  CHECK(doc.at("config") == tile_json(*other));
+  CHECK(doc.at("source") == "tuned");
+  CHECK(doc.at("tuned").at("config") == tile_json(*other));
+  CHECK(doc.at("tuned").at("key") == doc.at("tuning_key"));
+  std::vector<std::string> text_config = config;
+  text_config.erase(text_config.begin() + 1);
+  CHECK(line_of(box.run(text_config).out, "config:") == "config:     " + to_string(*other));
+
+  // compile: the specialization, where its tile came from, and the kernel as the cache lists it.
+  const std::vector<std::string> compile = {"compile",    "--json", "--dtype", "fp32",
+                                            "--head-dim", "32",     "--arch",  "sm_80"};
+  r = box.run(compile);
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  const TileConfig tile = default_forward_config(DType::kFloat32, 32, kSmemBytesSm80);
+  json specialization = tile_json(tile);
+  specialization.update({{"dtype", "fp32"}, {"head_dim", 32}, {"mask", "none"}, {"family", "simt"}});
+  CHECK(doc.at("specialization") == specialization);
+  CHECK(doc.at("resolution").at("config") == tile_json(tile));
+  CHECK(doc.at("resolution").at("source") == "default");
+  const json kernel = doc.at("kernel");
+  CHECK(kernel.at("from") == "compiled");
+  CHECK(kernel.at("arch") == "sm_80");
+  CHECK(kernel.at("registers").get<int>() > 0);
+  CHECK(kernel.at("spills") == false);
+  CHECK(kernel.at("dynamic_smem_bytes") == forward_smem_bytes(DType::kFloat32, 32, tile));
+  CHECK(kernel.at("compile_ms").get<double>() > 0);
+  CHECK(json::parse(box.run(compile).out).at("kernel").at("from") == "disk");
+
+  // cache show: the entry exactly as ls --json gives it, meta.json as stored and the compile log.
+  const json listed = json::parse(box.run({"cache", "ls", "--json"}).out);
+  REQUIRE(listed.size() == 1);
+  const std::string key = kernel.at("key");
+  CHECK(listed[0].at("key") == key);
+  CHECK(listed[0].at("registers") == kernel.at("registers"));
+  json without_family = specialization;
+  without_family.erase("family");
+  CHECK(listed[0].at("specialization") == without_family);
+  CHECK(listed[0].at("kernel") == "simt");
+  r = box.run({"cache", "show", "--json", key.substr(0, 8)});
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  CHECK(doc.at("entry") == listed[0]);
+  CHECK(doc.at("meta").at("resources").at("registers") == kernel.at("registers"));
+  CHECK(doc.at("meta").at("key") == key);
+  CHECK(doc.at("log").get<std::string>().find("ptxas") != std::string::npos);
+}
+
+TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing command a JSON error document") {
+  Sandbox box("flashrtc-cli-json-lines");
+  // Under FLASHRTC_REQUIRE_CACHED every compile of an empty cache is refused: one row each, fast.
+  const Result r = box.run({"compile", "--all", "--json", "--arch", "sm_80", "-j", "2"},
+                           {{"FLASHRTC_REQUIRE_CACHED", "1"}});
+  CHECK(r.exit_code == 3);
+  const std::vector<json> lines = json_lines(r.out);
+  const std::vector<ForwardSpec> specs = warm_forward_specs("sm_80");
+  REQUIRE(lines.size() == specs.size() + 2);  // a row each, the summary, the error
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    INFO(lines[i].dump());
+    CHECK(lines[i].at("n") == i + 1);
+    CHECK(lines[i].at("total") == specs.size());
+    CHECK(lines[i].at("specialization").at("dtype") == std::string(to_string(specs[i].dtype)));
+    CHECK(lines[i].at("specialization").at("head_dim") == specs[i].head_dim);
+    CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    CHECK(lines[i].at("specialization").at("block_m") == specs[i].tile.block_m);
+    CHECK(lines[i].at("error").at("kind") == "CompileDisallowed");
+    CHECK_FALSE(lines[i].contains("kernel"));
+  }
+  const json& summary = lines[specs.size()].at("summary");
+  CHECK(summary.at("total") == specs.size());
+  CHECK(summary.at("ready") == 0);
+  CHECK(summary.at("failed") == specs.size());
+  CHECK(summary.at("compiled") == 0);
+  CHECK(summary.at("spilling") == 0);
+  CHECK(summary.at("tuned") == 0);
+  CHECK(lines.back().at("error").at("kind") == "CompileDisallowed");
+  CHECK(lines.back().at("error").at("exit_code") == 3);
+  CHECK(r.err.find("flashrtc: error: CompileDisallowed") != std::string::npos);
+
+  // A usage error and a missing GPU are JSON documents on stdout too, with the exit code they give.
+  Result bad = box.run({"cache", "show", "--json", "not-a-key"});
+  CHECK(bad.exit_code == 2);
+  json error = json::parse(bad.out).at("error");
+  CHECK(error.at("kind") == "InvalidArgument");
+  CHECK(error.at("exit_code") == 2);
+  CHECK(error.at("message").get<std::string>().find("not-a-key") != std::string::npos);
+  if (!device_available()) {
+    bad = box.run({"compile", "--json", "--dtype", "fp16", "--head-dim", "64"});
+    CHECK(bad.exit_code == 3);
+    error = json::parse(bad.out).at("error");
+    CHECK(error.at("kind") == "NoDevice");
+    CHECK(error.at("exit_code") == 3);
+  }
+  // Without --json a failure prints nothing on stdout.
+  CHECK(box.run({"cache", "show", "not-a-key"}).out.empty());
+}
+
+namespace {
+
+// Runs `flashrtc args...` on a pseudo-terminal (stdout and stderr both), as a user at a terminal sees it:
+// what the terminal received, \r and escape sequences included.
+std::string flashrtc_on_terminal(const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& env) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string slave_name = ::ptsname(master);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setsid();
+    const int slave = ::open(slave_name.c_str(), O_RDWR);
+    if (slave < 0) ::_exit(126);
+    ::dup2(slave, 0);
+    ::dup2(slave, 1);
+    ::dup2(slave, 2);
+    ::close(master);
+    for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
+                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
+                             "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
+      ::unsetenv(name);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execv(FLASHRTC_CLI, argv.data());
+    ::_exit(127);
+  }
+  std::string seen;
+  char buffer[4096];
+  for (;;) {  // until the child closes the terminal (EIO)
+    const ssize_t n = ::read(master, buffer, sizeof(buffer));
+    if (n > 0)
+      seen.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  ::close(master);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("compile --all on a terminal: a progress line with N/total, log lines on lines of their own") {
+  Sandbox box("flashrtc-cli-progress");
+  // Refused compiles are quick; reading the kernel sources from FLASHRTC_KERNEL_DIR logs one info line
+  // while the progress line is drawn.
+  std::map<std::string, std::string> env = box.env();
+  env["FLASHRTC_REQUIRE_CACHED"] = "1";
+  env["FLASHRTC_LOG_LEVEL"] = "info";
+  env["FLASHRTC_KERNEL_DIR"] = (fs::path(FLASHRTC_SOURCE_DIR) / "kernel_sources").string();
+  const std::string seen = flashrtc_on_terminal({"compile", "--all", "--arch", "sm_80", "-j", "2"}, env);
+  INFO(seen);
+  const std::string total = std::to_string(warm_forward_specs("sm_80").size());
+  const std::string erase = "\r\033[K";
+  CHECK(seen.find("compile [0/" + total + "]") != std::string::npos);
+  CHECK(seen.find("compile [" + total + "/" + total + "] ") != std::string::npos);
+  const std::string log_marker = "[flashrtc] [info] kernel sources read from";
+  const auto log_at = seen.find(log_marker);
+  REQUIRE(log_at != std::string::npos);
+  // The log line starts where the erased progress line was ("[hh:mm:ss.mmm] " before the marker), ends its
+  // own line, and the progress line is drawn again right after it.
+  const auto line_start = seen.rfind(erase, log_at);
+  REQUIRE(line_start != std::string::npos);
+  CHECK(seen.substr(line_start + erase.size(), log_at - line_start - erase.size()).size() == 15);
+  const auto progress_start = seen.rfind('\n', line_start) + 1;  // the line the log line erased
+  CHECK(seen.compare(progress_start, 9, "compile [") == 0);
+  const auto line_end = seen.find("\r\n", log_at);
+  REQUIRE(line_end != std::string::npos);
+  CHECK(seen.compare(line_end + 2, 9, "compile [") == 0);
+  // Rows are notes above the progress line; the summary closes it.
+  CHECK(seen.find(erase + "     1/" + total + " fp16    32 none       FAILED (see below)\r\n") !=
+        std::string::npos);
+  CHECK(seen.find("\r\ndone: 0 of " + total + " ready, " + total + " failed") != std::string::npos);
 }
 
 #endif  // FLASHRTC_CLI
