@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -861,6 +862,150 @@ TEST_CASE("compile --all on a terminal: a progress line with N/total, log lines 
   CHECK(seen.find(erase + "     1/" + total + " fp16    32 none       FAILED (see below)\r\n") !=
         std::string::npos);
   CHECK(seen.find("\r\ndone: 0 of " + total + " ready, " + total + " failed") != std::string::npos);
+}
+
+namespace {
+
+// A directory to be the whole PATH of a command: holds only the programs written or linked into it.
+struct BinDir {
+  explicit BinDir(const fs::path& dir) : path(dir) { fs::create_directories(dir); }
+  void script(const std::string& name, const std::string& text) const {
+    test::write_text(path / name, text);
+    fs::permissions(path / name, fs::perms::owner_all);
+  }
+  fs::path path;
+};
+
+bool starts_with_png_magic(const fs::path& file) {
+  return test::read_text(file).rfind("\x89PNG", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("bench --plot --from draws with gnuplot, else matplotlib, else leaves the script and data") {
+  Sandbox box("flashrtc-cli-plot");
+  const fs::path dir = box.tuning.dir();
+  const fs::path rows = dir / "rows.jsonl";
+  test::write_text(
+      rows,
+      R"({"provider":"flashrtc","dtype":"bfloat16","N":512,"d":128,"causal":false,"mask":"none","tflops":300.5}
+{"provider":"flashrtc","dtype":"bfloat16","N":1024,"d":128,"causal":false,"mask":"none","tflops":420.1}
+{"provider":"flashrtc","dtype":"bfloat16","N":1024,"d":128,"causal":true,"mask":"causal","error":"failed"}
+{"provider":"sdpa","dtype":"bfloat16","N":1024,"d":128,"causal":true,"ms":0.2,"tflops":380}
+)");
+  const auto plot = [&](const fs::path& image, const BinDir& bin) {
+    return box.run({"bench", "--from", rows.string(), "--plot", image.string()},
+                   {{"PATH", bin.path.string()}});
+  };
+
+  // Neither plotter: the script and the data, one line saying how to draw them, exit 0.
+  const BinDir empty(dir / "empty-bin");
+  fs::path image = dir / "none.png";
+  Result r = plot(image, empty);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(image));
+  CHECK(count_of(r.out, "\n") == 1);
+  CHECK(r.out.find("not drawn") != std::string::npos);
+  CHECK(r.out.find("`gnuplot " + image.string() + ".gp`") != std::string::npos);
+  const std::string data = test::read_text(image.string() + ".dat");
+  CHECK(data.find("# bfloat16 d=128 none\n512 300.5\n1024 420.1\n") != std::string::npos);
+  CHECK(data.find("# sdpa: bfloat16 d=128 causal\n1024 380\n") != std::string::npos);
+  CHECK(data.find("# bfloat16 d=128 causal") == std::string::npos);  // its one row failed
+  const std::string script = test::read_text(image.string() + ".gp");
+  CHECK(script.find("set output '" + image.string() + "'") != std::string::npos);
+  CHECK(script.find("'" + image.string() + ".dat' index 1 using 1:2") != std::string::npos);
+
+  // A gnuplot that fails is no error either; one that works draws the figure from the script.
+  BinDir broken(dir / "broken-bin");
+  broken.script("gnuplot", "#!/bin/sh\nexit 1\n");
+  r = plot(image, broken);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("not drawn") != std::string::npos);
+  BinDir fake(dir / "fake-bin");
+  fake.script(
+      "gnuplot",
+      "#!/bin/sh\n# draws the output the script names, as gnuplot would\nwhile IFS= read -r line; do\n"
+      "  case \"$line\" in \"set output '\"*) out=${line#set output \\'}; echo drawn > \"${out%\\'}\";; "
+      "esac\n"
+      "done < \"$1\"\n");
+  image = dir / "fake.svg";
+  r = plot(image, fake);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("plot:      " + image.string() + " (gnuplot; ") != std::string::npos);
+  CHECK(test::read_text(image) == "drawn\n");
+
+  // python3 without gnuplot: matplotlib draws when it imports, else the script and data stay.
+  if (fs::exists("/usr/bin/python3")) {
+    BinDir python(dir / "python-bin");
+    fs::create_symlink("/usr/bin/python3", python.path / "python3");
+    const bool has_matplotlib = std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0;
+    image = dir / "python.png";
+    r = plot(image, python);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("Traceback") == std::string::npos);
+    if (has_matplotlib) {
+      CHECK(r.out.find("(matplotlib; ") != std::string::npos);
+      CHECK(starts_with_png_magic(image));
+    } else {
+      MESSAGE("/usr/bin/python3 has no matplotlib: its fallback is checked to step aside quietly only");
+      CHECK(r.out.find("not drawn") != std::string::npos);
+    }
+  }
+  // The real gnuplot, where installed, draws a PNG.
+  if (const char* real_path = std::getenv("PATH")) {
+    image = dir / "real.png";
+    r = box.run({"bench", "--from", rows.string(), "--plot", image.string()}, {{"PATH", real_path}});
+    CHECK(r.exit_code == 0);
+    if (r.out.find("(gnuplot; ") != std::string::npos) CHECK(starts_with_png_magic(image));
+  }
+
+  // FILE.gp: the script and the data alone.
+  r = plot(dir / "only.gp", fake);
+  CHECK(r.exit_code == 0);
+  CHECK(fs::exists(dir / "only.gp"));
+  CHECK(fs::exists(dir / "only.dat"));
+  CHECK_FALSE(fs::exists(dir / "only.png"));
+  // Mistakes are usage errors: a bad extension, a missing or malformed file, --from without --plot.
+  CHECK(plot(dir / "x.txt", fake).exit_code == 2);
+  CHECK(box.run({"bench", "--from", (dir / "missing.jsonl").string(), "--plot", "x.png"}).exit_code == 2);
+  test::write_text(dir / "bad.jsonl", "{\"dtype\": \"bfloat16\", \"tflops\": 1}\n");
+  r = box.run({"bench", "--from", (dir / "bad.jsonl").string(), "--plot", (dir / "y.png").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 1") != std::string::npos);
+  CHECK(box.run({"bench", "--from", rows.string()}).exit_code == 2);
+  CHECK(box.run({"bench", "--dry-run", "--plot", "x.png"}).exit_code == 2);
+  // tune --plot no longer needs gnuplot before the sweep: without a GPU it fails for the GPU alone.
+  if (!device_available()) {
+    r = box.run({"tune", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "256", "--plot", "t.png"},
+                {{"PATH", empty.path.string()}});
+    CHECK(r.exit_code == 3);
+    CHECK(r.err.find("NoDevice") != std::string::npos);
+  }
+}
+
+TEST_CASE("flashrtc --help lists the exit codes; every command with data says what its --json prints") {
+  Sandbox box("flashrtc-cli-help");
+  Result r = box.run({"--help"});
+  REQUIRE(r.exit_code == 0);
+  for (const char* code : {"Exit codes: 0 ok;", "1 a check failed", "2 bad usage or argument", "3 no GPU"})
+    CHECK_MESSAGE(r.out.find(code) != std::string::npos, code);
+  const std::vector<std::pair<std::vector<std::string>, std::string> > commands = {
+      {{"info"}, "one JSON document"},
+      {{"config"}, "one JSON document"},
+      {{"compile"}, "one JSON document"},
+      {{"compile"}, "with --all JSON lines"},
+      {{"bench"}, "JSON lines"},
+      {{"cache", "ls"}, "one JSON document"},
+      {{"cache", "show"}, "one JSON document"},
+      {{"tune"}, "write one JSON document to FILE"}};
+  for (const auto& [command, says] : commands) {
+    r = box.run(with(command, {"--help"}));
+    INFO(command[0] << (command.size() > 1 ? " " + command[1] : ""));
+    CHECK(r.exit_code == 0);
+    const auto json_option = r.out.find("--json");
+    REQUIRE(json_option != std::string::npos);
+    CHECK(r.out.find(says, json_option) != std::string::npos);
+  }
 }
 
 #endif  // FLASHRTC_CLI
