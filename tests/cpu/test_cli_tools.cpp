@@ -65,6 +65,21 @@ struct Result {
 // A root without CAP_SETUID (some containers) cannot become nobody: the child exits with this.
 constexpr int kCannotDropRoot = 125;
 
+// In a forked child: becomes `flashrtc args...` with only the FLASHRTC_ variables given (others unset).
+[[noreturn]] void exec_flashrtc(const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& env) {
+  for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
+                           "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
+                           "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
+    ::unsetenv(name);
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execv(FLASHRTC_CLI, argv.data());
+  ::_exit(127);
+}
+
 // Runs `flashrtc args...` with only the FLASHRTC_ variables given (others unset), stdout and stderr kept.
 // as_nobody: root runs it as nobody (uid 65534), for whom permissions hold.
 Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
@@ -82,16 +97,7 @@ Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
     ::dup2(err_fd, 2);
     if (as_nobody && ::geteuid() == 0 && (::setgid(test::kNobodyId) != 0 || ::setuid(test::kNobodyId) != 0))
       ::_exit(kCannotDropRoot);
-    for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
-                             "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
-      ::unsetenv(name);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FLASHRTC_CLI, argv.data());
-    ::_exit(127);
+    exec_flashrtc(args, env);
   }
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -803,16 +809,7 @@ std::string flashrtc_on_terminal(const std::vector<std::string>& args,
     ::dup2(slave, 1);
     ::dup2(slave, 2);
     ::close(master);
-    for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
-                             "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
-      ::unsetenv(name);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FLASHRTC_CLI, argv.data());
-    ::_exit(127);
+    exec_flashrtc(args, env);
   }
   std::string seen;
   char buffer[4096];
