@@ -778,11 +778,18 @@ TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing comma
   CHECK(error.at("exit_code") == 2);
   CHECK(error.at("message").get<std::string>().find("not-a-key") != std::string::npos);
   if (!device_available()) {
-    bad = box.run({"compile", "--json", "--dtype", "fp16", "--head-dim", "64"});
-    CHECK(bad.exit_code == 3);
-    error = json::parse(bad.out).at("error");
-    CHECK(error.at("kind") == "NoDevice");
-    CHECK(error.at("exit_code") == 3);
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string> >{{"compile", "--json", "--dtype", "fp16", "--head-dim", "64"},
+                                                {"run", "--json", "--batch", "1", "--heads", "2", "--seqlen",
+                                                 "64", "--head-dim", "64", "--dtype", "bf16"},
+                                                {"bench", "--json", "--shape", "1,2,64,64"}}) {
+      bad = box.run(args);
+      INFO(args[0]);
+      CHECK(bad.exit_code == 3);
+      error = json::parse(bad.out).at("error");
+      CHECK(error.at("kind") == "NoDevice");
+      CHECK(error.at("exit_code") == 3);
+    }
   }
   // Without --json a failure prints nothing on stdout.
   CHECK(box.run({"cache", "show", "not-a-key"}).out.empty());
