@@ -139,13 +139,14 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
         const ForwardSpec& spec = specs[i];
         const std::string what = std::string(to_string(spec.dtype)) + " d=" + std::to_string(spec.head_dim) +
                                  " " + std::string(to_string(spec.mask)) + " " + to_string(spec.tile);
+        bool compiled = true;
         try {
           promises[i].set_value(compile_forward(spec, arch));
-          if (progress) progress->step(what);
         } catch (...) {
           promises[i].set_exception(std::current_exception());
-          if (progress) progress->step(what + ": FAILED");
+          compiled = false;
         }
+        if (progress) progress->step(compiled ? what : what + ": FAILED");
       }
     });
 

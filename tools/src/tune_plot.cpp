@@ -48,7 +48,8 @@ ax.set_ylim(-0.5, len(ms) - 0.5)
 ax.set_xlabel("block N (keys per pipeline stage)")
 ax.set_ylabel("block M (query rows per thread block)")
 ax.set_title(TITLE, fontsize=9)
-fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="viridis"), ax=ax, label="TFLOP/s, best over warps and stages")
+colors = plt.cm.ScalarMappable(norm=norm, cmap="viridis")
+fig.colorbar(colors, ax=ax, label="TFLOP/s, best over warps and stages")
 fig.savefig(IMAGE)
 )py";
 
