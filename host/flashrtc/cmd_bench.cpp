@@ -13,7 +13,9 @@
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
+#include "flashrtc_tools/bench_plot.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
+#include "flashrtc_tools/json_fields.hpp"
 
 namespace flashrtc::cli {
 
@@ -30,6 +32,7 @@ struct BenchOptions {
   std::vector<std::int64_t> head_dims = kGridHeadDims;
   std::vector<std::int64_t> seqlens = kGridSeqlens;
   std::vector<std::string> shapes;
+  std::string plot_path, from_path;
   std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
@@ -128,10 +131,7 @@ class Report {
       j["Nk"] = s.seqlen_kv;
       j["mask"] = std::string(to_string(point.mask));
       j["layout"] = layout_;
-      j["tile"] = {{"block_m", spec.tile.block_m},
-                   {"block_n", spec.tile.block_n},
-                   {"warps", spec.tile.warps},
-                   {"stages", spec.tile.stages}};
+      j["tile"] = spec.tile;
       j["gflop"] = flops / 1e9;
       if (m && m->error.empty()) {
         // Rounded as the peers' rows are: 4 decimals of ms, 1 of TFLOP/s.
@@ -246,6 +246,13 @@ std::vector<BenchShape> shapes_from(const BenchOptions& o) {
 }
 
 int execute_bench(const BenchOptions& o) {
+  if (!o.plot_path.empty()) check_plot_target(o.plot_path);  // before any measurement, not after
+  if (!o.from_path.empty()) {
+    const PlotResult plot = render_plot(
+        o.plot_path, bench_figure(read_bench_points(o.from_path), "flashrtc bench: " + o.from_path));
+    std::printf("%s\n", plot.message.c_str());
+    return kExitOk;
+  }
   std::vector<DType> dtypes;
   for (const std::string& name : o.dtypes) dtypes.push_back(dtype_from(name));
   std::vector<MaskKind> masks;
@@ -299,6 +306,7 @@ int execute_bench(const BenchOptions& o) {
   const Report report(o.json, o.layout, device.name);
   report.header();
   std::vector<unsigned char> staging;
+  std::vector<BenchPlotPoint> plotted;
   int failed = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const ForwardParams p = params_for(points[i], layout, explicit_tile(i), buffers);
@@ -310,7 +318,16 @@ int execute_bench(const BenchOptions& o) {
       ++failed;
     }
     report.row(points[i], p, specs[i], m);
+    if (m.error.empty())
+      plotted.push_back({bench_series(torch_dtype_name(points[i].dtype), points[i].shape.head_dim,
+                                      std::string(to_string(points[i].mask))),
+                         points[i].shape.seqlen_q, attention_flops(p) / (m.median_ms * 1e-3) / 1e12});
   }
+  // After the rows, on stderr under --json so that stdout stays JSON lines.
+  if (!o.plot_path.empty() && !plotted.empty())
+    std::fprintf(
+        o.json ? stderr : stdout, "%s\n",
+        render_plot(o.plot_path, bench_figure(plotted, "flashrtc bench on " + device.name)).message.c_str());
   if (failed) std::fprintf(stderr, "flashrtc: error: %d of %zu points failed\n", failed, points.size());
   return failed ? kExitDevice : kExitOk;
 }
@@ -359,8 +376,21 @@ Command add_bench_command(CLI::App& parent) {
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
   app->add_flag("--json", o->json,
-                "one JSON line per point (the peers' fields plus flashrtc's) instead of a table");
-  app->add_flag("--dry-run", o->dry_run, "list the points, tiles and FLOPs without running (no GPU needed)");
+                "JSON lines: one JSON object per point as it is measured (the peers' fields plus flashrtc's) "
+                "instead of a table");
+  CLI::Option* dry_run = app->add_flag("--dry-run", o->dry_run,
+                                       "list the points, tiles and FLOPs without running (no GPU needed)");
+  CLI::Option* plot = app->add_option("--plot", o->plot_path,
+                                      "draw TFLOP/s against N, a line per dtype, head dim and mask, to "
+                                      "FILE.png/.svg/.pdf with gnuplot, else "
+                                      "matplotlib; FILE.gp and FILE.dat keep the script and data (without "
+                                      "either plotter, or for FILE.gp, "
+                                      "only these are written)")
+                          ->excludes(dry_run);
+  app->add_option("--from", o->from_path,
+                  "with --plot: draw the rows of an earlier `bench --json` (or bench/compare.py --json) "
+                  "from this file instead of measuring (no GPU needed)")
+      ->needs(plot);
   o->tile.add_to(*app);
   o->target.add_to(
       *app, "with --dry-run: choose the tiles for this arch's limits, e.g. sm_90a (default: the GPU's)");

@@ -11,6 +11,7 @@
 #include "cli_support.hpp"
 #include "flashrtc_tools/cache_inspect.hpp"
 #include "flashrtc_tools/cache_size_units.hpp"
+#include "json_output.hpp"
 
 namespace flashrtc::cli {
 
@@ -28,7 +29,7 @@ constexpr const char* kLsFormat = "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4
 int execute_ls(const CacheOptions& o) {
   const std::vector<CacheEntry> entries = tools::sorted_cache_entries(o.spills);
   if (o.json_output) {
-    std::printf("%s\n", tools::cache_entries_json(entries).c_str());
+    print_json_document(Json(entries));
     return kExitOk;
   }
   std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs",
@@ -76,8 +77,29 @@ void print_flat(const json& j, const std::string& prefix) {
               j.is_string() ? j.get<std::string>().c_str() : j.dump().c_str());
 }
 
+// A bad entry's log may be missing or oversized: say so and still show the rest.
+std::string entry_log(const CacheEntry& e) {
+  try {
+    return read_cache_entry_file(e.log_path);
+  } catch (const Error& error) {
+    return "(cannot be read: " + error.message() + ")";
+  }
+}
+
+// {"entry": the `ls --json` row, "meta": meta.json as stored (null when it does not parse), "log"}.
+int execute_show_json(const CacheEntry& e) {
+  Json meta = nullptr;
+  try {
+    meta = Json::parse(e.meta_json);
+  } catch (const json::exception&) {
+  }
+  print_json_document(Json{{"entry", e}, {"meta", meta}, {"log", entry_log(e)}});
+  return kExitOk;
+}
+
 int execute_show(const CacheOptions& o) {
   const CacheEntry e = find_cache_entry(o.key);
+  if (o.json_output) return execute_show_json(e);
   std::printf("%-28s %s\n", "entry:", e.dir.string().c_str());
   if (!e.problem.empty()) std::printf("%-28s %s\n", "problem:", e.problem.c_str());
   try {
@@ -87,14 +109,7 @@ int execute_show(const CacheOptions& o) {
   }
   std::printf("%-28s %s\n", "size:", format_bytes(double(e.size_bytes)).c_str());
   std::printf("%-28s %s\n", "last used:", format_time(e.last_used_unix).c_str());
-  // A bad entry's log may be missing or oversized: say so and still show the rest.
-  std::string log;
-  try {
-    log = read_cache_entry_file(e.log_path);
-  } catch (const Error& error) {
-    log = "(cannot be read: " + error.message() + ")";
-  }
-  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), log.c_str());
+  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), entry_log(e).c_str());
   return kExitOk;
 }
 
@@ -176,8 +191,12 @@ Command add_cache_command(CLI::App& parent) {
                                      "one row per entry: specialization, registers, spills, shared memory, "
                                      "compile time, size, last use");
   ls->add_flag("--spills", o->spills, "only entries whose kernel spills registers");
-  ls->add_flag("--json", o->json_output, "a JSON array of every field instead of the table");
+  ls->add_flag("--json", o->json_output,
+               "one JSON document: an array of the entries, every field (key, arch, kernel, specialization, "
+               "registers, spills, smem_bytes, compile_ms, size_bytes, last_used, bad, problem, ...)");
   CLI::App* show = app->add_subcommand("show", "every meta.json field of an entry, and its compile log");
+  show->add_flag("--json", o->json_output,
+                 "one JSON document {entry (as in ls --json), meta (meta.json as stored), log}");
   CLI::App* ptx = app->add_subcommand("ptx", "the PTX of an entry");
   CLI::App* sass = app->add_subcommand("sass", "the SASS of an entry (through cuobjdump or nvdisasm)");
   for (CLI::App* keyed : {show, ptx, sass})

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "flashrtc_tools/progress.hpp"
+#include "json_output.hpp"
 
 namespace flashrtc::cli {
 
@@ -23,7 +25,7 @@ struct CompileOptions {
   std::optional<std::int64_t> seqlen, kv_seqlen;
   TileOptions tile;
   TargetOptions target;
-  bool all = false;
+  bool all = false, json = false;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
 
@@ -49,33 +51,83 @@ void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
   if (r.spills()) std::printf("warning: this specialization spills registers to local memory\n");
 }
 
-constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s\n";
+constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s";
 
-void print_header() {
-  std::printf(kRowFormat, "#", "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld",
-              "stack", "static", "dyn smem", "compile ms", "from");
+std::string row_text(const char* counter, const char* dtype, const char* head_dim, const char* mask,
+                     const char* tile, const char* registers, const char* spills, const char* stack,
+                     const char* static_smem, const char* dynamic_smem, const char* compile_ms,
+                     const char* from) {
+  char line[512];
+  std::snprintf(line, sizeof(line), kRowFormat, counter, dtype, head_dim, mask, tile, registers, spills,
+                stack, static_smem, dynamic_smem, compile_ms, from);
+  return line;
+}
+
+std::string header_text() {
+  return row_text("#", "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld", "stack",
+                  "static", "dyn smem", "compile ms", "from");
 }
 
 // counter: "3/51", the row's place in the whole list.
-void print_row(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info) {
+std::string row_text(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info) {
   const ResourceReport& r = info.resources;
   const auto text = [](auto value) { return std::to_string(value); };
   const std::string tile = text(spec.tile.block_m) + "," + text(spec.tile.block_n) + "," +
                            text(spec.tile.warps) + "," + text(spec.tile.stages);
   char compile_ms[32];
   std::snprintf(compile_ms, sizeof(compile_ms), "%.1f", info.compile_ms);
-  std::printf(kRowFormat, counter.c_str(), std::string(to_string(spec.dtype)).c_str(),
-              text(spec.head_dim).c_str(), std::string(to_string(spec.mask)).c_str(), tile.c_str(),
-              text(r.registers).c_str(), (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
-              text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
-              text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
-              to_string(info.source));
+  return row_text(counter.c_str(), std::string(to_string(spec.dtype)).c_str(), text(spec.head_dim).c_str(),
+                  std::string(to_string(spec.mask)).c_str(), tile.c_str(), text(r.registers).c_str(),
+                  (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
+                  text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
+                  text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
+                  to_string(info.source));
 }
 
-// Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order.
-int compile_all(const std::string& arch, unsigned jobs) {
+std::string failed_row_text(const std::string& counter, const ForwardSpec& spec) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%9s %-5s %4d %-10s FAILED (see below)", counter.c_str(),
+                std::string(to_string(spec.dtype)).c_str(), spec.head_dim,
+                std::string(to_string(spec.mask)).c_str());
+  return line;
+}
+
+// The compiled kernel and the dynamic shared memory its launch asks for.
+Json kernel_json(const ForwardSpec& spec, const CompiledKernelInfo& info) {
+  Json kernel = info;
+  kernel["dynamic_smem_bytes"] = family_of(spec).smem_bytes(spec);
+  return kernel;
+}
+
+// One specialization of compile --all: {"n", "total", "specialization", "kernel"} or, when it failed,
+// {"n", "total", "specialization", "error": {"kind", "message"}}.
+Json row_json(std::size_t n, std::size_t total, const ForwardSpec& spec, const CompiledKernelInfo* info,
+              const std::exception* error) {
+  Json row{{"n", n}, {"total", total}, {"specialization", spec}};
+  if (info) row["kernel"] = kernel_json(spec, *info);
+  if (error) {
+    const auto* flashrtc_error = dynamic_cast<const Error*>(error);
+    row["error"] = {{"kind", flashrtc_error ? to_string(flashrtc_error->code()) : "internal"},
+                    {"message", flashrtc_error ? flashrtc_error->message() : std::string(error->what())}};
+  }
+  return row;
+}
+
+// Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order as they
+// become ready, with a progress line below them on a terminal, then one summary line. json: JSON lines
+// instead, a row each and the summary last.
+int compile_all(const std::string& arch, unsigned jobs, bool json) {
   // The defaults for arch's shared memory, then the tiles tuned for arch: what a deployment's calls use.
   const std::vector<ForwardSpec> specs = warm_forward_specs(arch);
+  const std::size_t defaults = warm_forward_specs(arch, false).size();
+  if (!json) {
+    std::printf("forward specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
+                specs.size() - defaults, tuning_db_path().string().c_str());
+    std::printf("%s\n", header_text().c_str());
+  }
+  std::optional<tools::Progress> progress;
+  if (!json) progress.emplace("compile", specs.size(), false);
+
   std::vector<std::promise<CompiledKernelInfo>> promises(specs.size());
   std::vector<std::future<CompiledKernelInfo>> results;
   for (auto& promise : promises) results.push_back(promise.get_future());
@@ -84,45 +136,70 @@ int compile_all(const std::string& arch, unsigned jobs) {
   for (unsigned j = 0; j < std::min<std::size_t>(jobs, specs.size()); ++j)
     workers.emplace_back([&] {
       for (std::size_t i = next++; i < specs.size(); i = next++) {
+        const ForwardSpec& spec = specs[i];
+        const std::string what = std::string(to_string(spec.dtype)) + " d=" + std::to_string(spec.head_dim) +
+                                 " " + std::string(to_string(spec.mask)) + " " + to_string(spec.tile);
+        bool compiled = true;
         try {
-          promises[i].set_value(compile_forward(specs[i], arch));
+          promises[i].set_value(compile_forward(spec, arch));
         } catch (...) {
           promises[i].set_exception(std::current_exception());
+          compiled = false;
         }
+        if (progress) progress->step(compiled ? what : what + ": FAILED");
       }
     });
 
-  const std::size_t defaults = warm_forward_specs(arch, false).size();
-  std::printf("forward specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
-              specs.size() - defaults, tuning_db_path().string().c_str());
-  print_header();
   std::exception_ptr first_error;
-  int spilling = 0;
-  std::size_t failed = 0;
+  std::size_t spilling = 0, failed = 0;
+  const auto print = [&](const std::string& line) {
+    if (progress)
+      progress->note(line);
+    else
+      std::printf("%s\n", line.c_str());
+  };
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const std::string counter = std::to_string(i + 1) + "/" + std::to_string(specs.size());
     try {
       const CompiledKernelInfo info = results[i].get();
-      print_row(counter, specs[i], info);
       spilling += info.resources.spills() ? 1 : 0;
+      if (json)
+        print_json_line(row_json(i + 1, specs.size(), specs[i], &info, nullptr));
+      else
+        print(row_text(counter, specs[i], info));
     } catch (const std::exception& e) {
-      std::printf("%9s %-5s %4d %-10s FAILED (see below)\n", counter.c_str(),
-                  std::string(to_string(specs[i].dtype)).c_str(), specs[i].head_dim,
-                  std::string(to_string(specs[i].mask)).c_str());
       ++failed;
       if (!first_error) first_error = std::current_exception();
+      if (json)
+        print_json_line(row_json(i + 1, specs.size(), specs[i], nullptr, &e));
+      else
+        print(failed_row_text(counter, specs[i]));
     }
-    std::fflush(stdout);
   }
   for (std::thread& worker : workers) worker.join();
+  progress.reset();
 
   const CacheStats stats = cache_stats();
-  std::printf(
-      "done: %zu of %zu ready, %zu failed (compiled %llu, from disk %llu, from memory %llu); %d spilling; "
-      "cache %s\n",
-      specs.size() - failed, specs.size(), failed, static_cast<unsigned long long>(stats.compiles),
-      static_cast<unsigned long long>(stats.disk_hits), static_cast<unsigned long long>(stats.memory_hits),
-      spilling, cache_root().string().c_str());
+  if (json) {
+    Json summary{{"arch", arch},
+                 {"total", specs.size()},
+                 {"defaults", defaults},
+                 {"tuned", specs.size() - defaults},
+                 {"ready", specs.size() - failed},
+                 {"failed", failed},
+                 {"spilling", spilling}};
+    summary.update(Json(stats));
+    summary["cache"] = cache_root().string();
+    summary["tuning_db"] = tuning_db_path().string();
+    print_json_line(Json{{"summary", summary}});
+  } else {
+    std::printf(
+        "done: %zu of %zu ready, %zu failed (compiled %llu, from disk %llu, from memory %llu); %zu spilling; "
+        "cache %s\n",
+        specs.size() - failed, specs.size(), failed, static_cast<unsigned long long>(stats.compiles),
+        static_cast<unsigned long long>(stats.disk_hits), static_cast<unsigned long long>(stats.memory_hits),
+        spilling, cache_root().string().c_str());
+  }
   if (first_error) std::rethrow_exception(first_error);
   return kExitOk;
 }
@@ -133,7 +210,7 @@ int execute_compile(const CompileOptions& options) {
   // A malformed FLASHRTC_CONFIG is refused as every call and `flashrtc config` refuse it, --all included.
   parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
   const std::string arch = compile_arch(options.target.arch);
-  if (options.all) return compile_all(arch, options.jobs);
+  if (options.all) return compile_all(arch, options.jobs, options.json);
   ForwardSpec spec;
   spec.dtype = dtype_from(options.dtype);
   spec.head_dim = options.head_dim;
@@ -153,7 +230,13 @@ int execute_compile(const CompileOptions& options) {
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
   spec.tile = resolution.config;
-  print_details(spec, resolution, compile_forward(spec, arch));
+  const CompiledKernelInfo info = compile_forward(spec, arch);
+  if (options.json) {
+    print_json_document(
+        Json{{"specialization", spec}, {"resolution", resolution}, {"kernel", kernel_json(spec, info)}});
+    return kExitOk;
+  }
+  print_details(spec, resolution, info);
   return kExitOk;
 }
 
@@ -185,6 +268,9 @@ Command add_compile_command(CLI::App& parent) {
       "for the arch, plus every tile tuned for the arch (the tuning database)");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
+  app->add_flag("--json", options->json,
+                "one JSON document {specialization, resolution, kernel}; with --all JSON lines, one "
+                "{n, total, specialization, kernel or error} per specialization and a last {summary}");
   all->excludes(dtype)
       ->excludes(head_dim)
       ->excludes("--gpu-name")

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_support.hpp"
+#include "json_output.hpp"
 
 namespace flashrtc::cli {
 
@@ -18,6 +19,7 @@ struct ConfigOptions {
   std::optional<std::int64_t> kv_seqlen;
   TileOptions tile;
   TargetOptions target;
+  bool json = false;
 };
 
 int execute_config(const ConfigOptions& o) {
@@ -30,7 +32,16 @@ int execute_config(const ConfigOptions& o) {
   std::string device;
   const DeviceTarget target = o.target.target(&device);
   const ConfigResolution r = o.tile.resolve(query, target);
-
+  const std::string& env = runtime_config().config_override;
+  if (o.json) {
+    Json document = r;
+    document["call"] = query;
+    document["device"] = device;
+    document["tuning_db_entries"] = tuning_db_entries().size();
+    document["flashrtc_config"] = env.empty() ? Json(nullptr) : Json(env);
+    print_json_document(document);
+    return kExitOk;
+  }
   std::printf("config:     %s\n", to_string(r.config).c_str());
   std::printf("source:     %s (%s)\n", to_string(r.source), r.why.c_str());
   std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld, %s kernels\n",
@@ -44,7 +55,6 @@ int execute_config(const ConfigOptions& o) {
     std::printf("tuned:      %s, passed over for the %s config\n", to_string(r.tuned->config).c_str(),
                 to_string(r.source));
   std::printf("tuning db:  %s (%zu entries)\n", r.tuning_db.string().c_str(), tuning_db_entries().size());
-  const std::string& env = runtime_config().config_override;
   std::printf("FLASHRTC_CONFIG: %s\n", env.empty() ? "(unset)" : env.c_str());
   return kExitOk;
 }
@@ -65,6 +75,9 @@ Command add_config_command(CLI::App& parent) {
   o->target.add_to(
       *app, "resolve for this arch's limits, e.g. sm_90a (with --gpu-name: that GPU's tuned entries apply)");
   o->tile.add_to(*app);
+  app->add_flag("--json", o->json,
+                "one JSON document: config, source, why, family, family_passed_over, tuning_key, tuned, "
+                "tuning_db, call, device, tuning_db_entries, flashrtc_config");
   return {app, [o] { return execute_config(*o); }};
 }
 

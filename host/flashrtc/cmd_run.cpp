@@ -12,6 +12,7 @@
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_tools/forward_check.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
+#include "json_output.hpp"
 
 namespace flashrtc::cli {
 
@@ -24,7 +25,7 @@ struct RunOptions {
   std::optional<std::int64_t> kv_heads, kv_seqlen;
   std::string dtype, mask = "none", layout = tools::to_string(kDefaultLayout);
   int iters = 20, warmup = 3;
-  bool check = false;
+  bool check = false, json = false;
   std::uint64_t seed = 1;
   TileOptions tile;
 };
@@ -69,23 +70,29 @@ int execute_run(const RunOptions& options) {
   const DeviceInfo device = current_device();
   const std::string arch =
       runtime_config().arch_override.empty() ? device.arch : runtime_config().arch_override;
-  std::printf("gpu:      %s (%s, %d SMs)\n", device.name.c_str(), arch.c_str(), device.multiprocessors);
-  std::printf(
-      "shape:    batch=%lld heads=%lld kv_heads=%lld seqlen_q=%lld seqlen_kv=%lld head_dim=%lld dtype=%s "
-      "mask=%s layout=%s\n",
-      static_cast<long long>(p.batch), static_cast<long long>(p.heads_q), static_cast<long long>(p.heads_kv),
-      static_cast<long long>(p.seqlen_q), static_cast<long long>(p.seqlen_kv),
-      static_cast<long long>(p.head_dim), std::string(to_string(p.dtype)).c_str(),
-      std::string(to_string(p.mask)).c_str(), options.layout.c_str());
-  std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
-              resolution.why.c_str());
+  const bool text = !options.json;
+  if (text)
+    std::printf("gpu:      %s (%s, %d SMs)\n", device.name.c_str(), arch.c_str(), device.multiprocessors);
+  if (text)
+    std::printf(
+        "shape:    batch=%lld heads=%lld kv_heads=%lld seqlen_q=%lld seqlen_kv=%lld head_dim=%lld dtype=%s "
+        "mask=%s layout=%s\n",
+        static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
+        static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
+        static_cast<long long>(p.seqlen_kv), static_cast<long long>(p.head_dim),
+        std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.mask)).c_str(),
+        options.layout.c_str());
+  if (text)
+    std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
+                resolution.why.c_str());
   // Compiling ahead of the first launch keeps NVRTC time out of the launch and shows what was built.
   const CompiledKernelInfo kernel = compile_forward(spec, arch);
-  std::printf("kernel:   %s\n", kernel.name_expression.c_str());
-  std::printf("          %d registers, spill %d/%d bytes, %zu bytes dynamic smem, compile %.1f ms (%s)\n",
-              kernel.resources.registers, kernel.resources.spill_store_bytes,
-              kernel.resources.spill_load_bytes, family_of(spec).smem_bytes(spec),
-              kernel.compile_ms, to_string(kernel.source));
+  if (text) std::printf("kernel:   %s\n", kernel.name_expression.c_str());
+  if (text)
+    std::printf("          %d registers, spill %d/%d bytes, %zu bytes dynamic smem, compile %.1f ms (%s)\n",
+                kernel.resources.registers, kernel.resources.spill_store_bytes,
+                kernel.resources.spill_load_bytes, family_of(spec).smem_bytes(spec),
+                kernel.compile_ms, to_string(kernel.source));
 
   DeviceBuffer q(tensor_bytes(p, p.seqlen_q, p.heads_q)), k(tensor_bytes(p, p.seqlen_kv, p.heads_kv)),
       v(tensor_bytes(p, p.seqlen_kv, p.heads_kv)), o(tensor_bytes(p, p.seqlen_q, p.heads_q));
@@ -142,14 +149,35 @@ int execute_run(const RunOptions& options) {
   }
   const double median_ms = median(times_ms);
   const auto [min_ms, max_ms] = std::minmax_element(times_ms.begin(), times_ms.end());
-  std::printf("time:     median %.4f ms over %d launches (min %.4f, max %.4f; first launch %.1f ms wall)\n",
-              median_ms, options.iters, *min_ms, *max_ms, first_ms);
-  std::printf("speed:    %.2f TFLOP/s (%.4g FLOP per launch%s)\n",
-              attention_flops(p) / (median_ms * 1e-3) / 1e12, attention_flops(p),
-              p.mask == MaskKind::kNone ? "" : ", halved for the causal mask");
+  const double flops = attention_flops(p), tflops = flops / (median_ms * 1e-3) / 1e12;
+  if (text) {
+    std::printf("time:     median %.4f ms over %d launches (min %.4f, max %.4f; first launch %.1f ms wall)\n",
+                median_ms, options.iters, *min_ms, *max_ms, first_ms);
+    std::printf("speed:    %.2f TFLOP/s (%.4g FLOP per launch%s)\n", tflops, flops,
+                p.mask == MaskKind::kNone ? "" : ", halved for the causal mask");
+  }
 
-  if (!check) return kExitOk;
-  return check->verify(staging.data(), p.o, lse_host) ? kExitOk : kExitCheckFailed;
+  // Under --json the check's report goes to stderr, its verdict into the document.
+  const bool passed = !check || check->verify(staging.data(), p.o, lse_host, text ? stdout : stderr);
+  if (options.json) {
+    Json call = config_query(p);
+    call.update(
+        Json{{"batch", p.batch}, {"heads", p.heads_q}, {"kv_heads", p.heads_kv}, {"layout", options.layout}});
+    print_json_document(Json{{"gpu", device},
+                             {"call", call},
+                             {"resolution", resolution},
+                             {"specialization", spec},
+                             {"kernel", kernel},
+                             {"iters", options.iters},
+                             {"median_ms", median_ms},
+                             {"min_ms", *min_ms},
+                             {"max_ms", *max_ms},
+                             {"first_launch_ms", first_ms},
+                             {"flops", flops},
+                             {"tflops", tflops},
+                             {"check_passed", check ? Json(passed) : Json(nullptr)}});
+  }
+  return passed ? kExitOk : kExitCheckFailed;
 }
 
 }  // namespace
@@ -181,6 +209,9 @@ Command add_run_command(CLI::App& parent) {
   app->add_flag("--check", options->check, "compare o and lse with the double reference (exit 1 on failure)");
   app->add_option("--seed", options->seed, "random seed of q, k, v")->capture_default_str();
   options->tile.add_to(*app);
+  app->add_flag("--json", options->json,
+                "one JSON document: gpu, call, resolution, specialization, kernel, iters, median_ms, min_ms, "
+                "max_ms, first_launch_ms, flops, tflops, check_passed (null without --check)");
   return {app, [options] { return execute_run(*options); }};
 }
 

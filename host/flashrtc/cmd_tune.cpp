@@ -197,7 +197,7 @@ int execute_tune(const TuneOptions& o) {
   }
   if (!o.plot_path.empty()) {
     if (winner)
-      write_plot(o.plot_path, described, rows);
+      std::printf("%s\n", render_plot(o.plot_path, tune_figure(described, rows)).message.c_str());
     else
       std::printf("plot:      skipped, nothing was measured\n");
   }
@@ -242,10 +242,13 @@ Command add_tune_command(CLI::App& parent) {
   o->target.add_to(*app,
                    "with --dry-run: the arch whose limits to list for, e.g. sm_90a (default: the GPU's)");
   o->tile.add_to(*app);
-  app->add_option("--json", o->json_path, "write every row to this JSON file");
+  app->add_option("--json", o->json_path,
+                  "write one JSON document to FILE: the setup, the winner and every row (the table stays "
+                  "on stdout)");
   app->add_option("--plot", o->plot_path,
-                  "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot "
-                  "(FILE.gp: the script alone)");
+                  "draw TFLOP/s over block M x block N to FILE.png/.svg/.pdf with gnuplot, else matplotlib; "
+                  "FILE.gp and FILE.dat keep the script and data (without either plotter, or for FILE.gp, "
+                  "only these are written)");
   app->add_option("--jobs,-j", o->jobs, "parallel compiles (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
   app->add_option("--warmup", o->warmup, "untimed launches per candidate")

@@ -6,12 +6,26 @@
 
 #include "cli_support.hpp"
 #include "flashrtc/c_api.h"
+#include "json_output.hpp"
 
 namespace {
 
-int report(const char* what, int code) {
+// Set once the command line parsed with a --json flag: a failure is then a JSON document on stdout too, so
+// a script reading stdout sees why there is no data.
+bool g_json_errors = false;
+
+int report(const char* what, int code, const char* kind) {
   std::fprintf(stderr, "flashrtc: error: %s\n", what);
+  if (g_json_errors) flashrtc::cli::print_json_line(flashrtc::cli::error_json(kind, what, code));
   return code;
+}
+
+// The innermost command given (`cache show` rather than `cache`) asked for JSON with its --json flag (tune's
+// --json FILE writes a file instead).
+bool json_flag_given(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return json_flag_given(*sub);
+  const CLI::Option* json = app.get_option_no_throw("--json");
+  return json && json->get_expected_min() == 0 && json->count() > 0;
 }
 
 int run_main(int argc, char** argv) {
@@ -44,9 +58,10 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return kExitUsage;
   }
+  g_json_errors = json_flag_given(app);
   for (const Command& command : commands)
     if (command.app->parsed()) return command.execute();
-  return report("no subcommand given", kExitUsage);
+  return report("no subcommand given", kExitUsage, "usage");
 }
 
 }  // namespace
@@ -58,9 +73,9 @@ int main(int argc, char** argv) {
   try {
     return run_main(argc, argv);
   } catch (const UsageError& e) {
-    return report(e.what(), kExitUsage);
+    return report(e.what(), kExitUsage, "usage");
   } catch (const MissingTool& e) {
-    return report(e.what(), kExitDevice);
+    return report(e.what(), kExitDevice, "missing tool");
   } catch (const flashrtc::Error& e) {
     std::fprintf(stderr, "flashrtc: error: %s: %s", flashrtc::to_string(e.code()), e.message().c_str());
     if (!e.call().empty())
@@ -69,12 +84,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\n");
     // A compile error is only actionable with NVRTC's log; it follows the one-line summary.
     if (!e.log().empty()) std::fprintf(stderr, "%s\n", e.log().c_str());
+    if (g_json_errors)
+      print_json_line(error_json(flashrtc::to_string(e.code()), e.message(), exit_code_for(e)));
     return exit_code_for(e);
   } catch (const CLI::Error& e) {
-    return report(e.what(), kExitUsage);
+    return report(e.what(), kExitUsage, "usage");
   } catch (const std::exception& e) {
-    return report(e.what(), kExitDevice);
+    return report(e.what(), kExitDevice, "internal");
   } catch (...) {
-    return report("unknown exception", kExitDevice);
+    return report("unknown exception", kExitDevice, "internal");
   }
 }

@@ -3,11 +3,14 @@
 // real NVRTC outputs, compile --all with tuned tiles, FLASHRTC_REQUIRE_CACHED.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -62,6 +65,21 @@ struct Result {
 // A root without CAP_SETUID (some containers) cannot become nobody: the child exits with this.
 constexpr int kCannotDropRoot = 125;
 
+// In a forked child: becomes `flashrtc args...` with only the FLASHRTC_ variables given (others unset).
+[[noreturn]] void exec_flashrtc(const std::vector<std::string>& args,
+                                const std::map<std::string, std::string>& env) {
+  for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
+                           "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
+                           "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
+    ::unsetenv(name);
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execv(FLASHRTC_CLI, argv.data());
+  ::_exit(127);
+}
+
 // Runs `flashrtc args...` with only the FLASHRTC_ variables given (others unset), stdout and stderr kept.
 // as_nobody: root runs it as nobody (uid 65534), for whom permissions hold.
 Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
@@ -79,16 +97,7 @@ Result flashrtc_cli(const fs::path& work, const std::vector<std::string>& args,
     ::dup2(err_fd, 2);
     if (as_nobody && ::geteuid() == 0 && (::setgid(test::kNobodyId) != 0 || ::setuid(test::kNobodyId) != 0))
       ::_exit(kCannotDropRoot);
-    for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-                             "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
-                             "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
-      ::unsetenv(name);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FLASHRTC_CLI, argv.data());
-    ::_exit(127);
+    exec_flashrtc(args, env);
   }
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -606,6 +615,401 @@ TEST_CASE(
   CHECK(r.out.find("1 bad (removed)") != std::string::npos);
   CHECK(r.err.find("cannot remove") == std::string::npos);
   CHECK(cache_entry_count() == 0);
+}
+
+namespace {
+
+// Every line of a --json stream parsed; a line that is not JSON fails the test.
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> rows;
+  std::size_t start = 0;
+  for (std::size_t end = text.find('\n'); end != std::string::npos;
+       start = end + 1, end = text.find('\n', start))
+    rows.push_back(json::parse(text.substr(start, end - start)));
+  CHECK(start == text.size());  // every line ends with a newline
+  return rows;
+}
+
+json tile_json(const TileConfig& c) {
+  return {{"block_m", c.block_m}, {"block_n", c.block_n}, {"warps", c.warps}, {"stages", c.stages}};
+}
+
+}  // namespace
+
+TEST_CASE("--json: info, config, compile, cache show print one document with the documented fields") {
+  Sandbox box("flashrtc-cli-json");
+  Result r = box.run({"info", "--json"});
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc.at("flashrtc").is_string());
+  CHECK(doc.at("nvrtc").get<std::string>() == nvrtc_version());
+  const bool usable = doc.at("gpu").at("usable").get<bool>();
+  CHECK(doc.at("gpu").at("problem").is_null() == usable);
+  if (!device_available()) {
+    CHECK_FALSE(usable);
+    CHECK(doc.at("gpu").at("device").is_null());
+    CHECK(doc.at("gpu").at("problem").get<std::string>() == device_unavailable_reason());
+  } else if (usable) {
+    CHECK(doc.at("gpu").at("device").at("arch").get<std::string>().rfind("sm_", 0) == 0);
+    CHECK(doc.at("gpu").at("device").at("multiprocessors").get<int>() > 0);
+  }
+  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v2").string());
+  CHECK(doc.at("cache").at("entries") == 0);
+  CHECK(doc.at("tuning_db").at("path") == box.tuning.db().string());
+  CHECK(doc.at("tuning_db").at("entries") == 0);
+  CHECK(doc.at("environment").at("FLASHRTC_TUNE_DB") == box.tuning.db().string());
+  CHECK(doc.at("environment").at("FLASHRTC_ARCH").is_null());
+  r = box.run({"info", "--has-gpu", "--json"});
+  CHECK(r.exit_code == (usable ? 0 : 3));
+  doc = json::parse(r.out);
+  CHECK(doc.size() == 1);
+  CHECK(doc.at("gpu").at("usable") == usable);
+
+  // config: the resolution, and the same tile the text output names, tuned or not.
+  const std::vector<std::string> config = {"config",     "--json", "--dtype",    "fp16",
+                                           "--head-dim", "64",     "--seqlen",   "3000",
+                                           "--arch",     "sm_90a", "--gpu-name", "Test GPU"};
+  r = box.run(config);
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90, 3000);
+  CHECK(doc.at("config") == tile_json(fallback));
+  CHECK(doc.at("source") == "default");
+  CHECK(doc.at("tuned").is_null());
+  CHECK(doc.at("family").get<std::string>() ==
+        select_kernel_family(Operation::kForward, DType::kFloat16, 64, "sm_90a").family->name);
+  CHECK(doc.at("tuning_key").get<std::string>().rfind("Test GPU sm_90a", 0) == 0);
+  CHECK(
+      doc.at("call") ==
+      json({{"dtype", "fp16"}, {"head_dim", 64}, {"mask", "none"}, {"seqlen_q", 3000}, {"seqlen_kv", 3000}}));
+  CHECK(doc.at("tuning_db") == box.tuning.db().string());
+  CHECK(doc.at("flashrtc_config").is_null());
+  const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
+  const auto other =
+      std::find_if(space.begin(), space.end(), [&](const TileConfig& c) { return !(c == fallback); });
+  REQUIRE(other != space.end());
+  record_tuning_entry(test::make_entry(
+      make_tuning_key("Test GPU", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), *other));
+  doc = json::parse(box.run(config).out);
+  CHECK(doc.at("config") == tile_json(*other));
+  CHECK(doc.at("source") == "tuned");
+  CHECK(doc.at("tuned").at("config") == tile_json(*other));
+  CHECK(doc.at("tuned").at("key") == doc.at("tuning_key"));
+  std::vector<std::string> text_config = config;
+  text_config.erase(text_config.begin() + 1);
+  CHECK(line_of(box.run(text_config).out, "config:") == "config:     " + to_string(*other));
+
+  // compile: the specialization, where its tile came from, and the kernel as the cache lists it.
+  const std::vector<std::string> compile = {"compile",    "--json", "--dtype", "fp32",
+                                            "--head-dim", "32",     "--arch",  "sm_80"};
+  r = box.run(compile);
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  const TileConfig tile = default_forward_config(DType::kFloat32, 32, kSmemBytesSm80);
+  json specialization = tile_json(tile);
+  specialization.update({{"dtype", "fp32"}, {"head_dim", 32}, {"mask", "none"}, {"family", "simt"}});
+  CHECK(doc.at("specialization") == specialization);
+  CHECK(doc.at("resolution").at("config") == tile_json(tile));
+  CHECK(doc.at("resolution").at("source") == "default");
+  const json kernel = doc.at("kernel");
+  CHECK(kernel.at("from") == "compiled");
+  CHECK(kernel.at("arch") == "sm_80");
+  CHECK(kernel.at("registers").get<int>() > 0);
+  CHECK(kernel.at("spills") == false);
+  CHECK(kernel.at("dynamic_smem_bytes") == forward_smem_bytes(DType::kFloat32, 32, tile));
+  CHECK(kernel.at("compile_ms").get<double>() > 0);
+  CHECK(json::parse(box.run(compile).out).at("kernel").at("from") == "disk");
+
+  // cache show: the entry exactly as ls --json gives it, meta.json as stored and the compile log.
+  const json listed = json::parse(box.run({"cache", "ls", "--json"}).out);
+  REQUIRE(listed.size() == 1);
+  const std::string key = kernel.at("key");
+  CHECK(listed[0].at("key") == key);
+  CHECK(listed[0].at("registers") == kernel.at("registers"));
+  json without_family = specialization;
+  without_family.erase("family");
+  CHECK(listed[0].at("specialization") == without_family);
+  CHECK(listed[0].at("kernel") == "simt");
+  r = box.run({"cache", "show", "--json", key.substr(0, 8)});
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(r.out);
+  CHECK(doc.at("entry") == listed[0]);
+  CHECK(doc.at("meta").at("resources").at("registers") == kernel.at("registers"));
+  CHECK(doc.at("meta").at("key") == key);
+  CHECK(doc.at("log").get<std::string>().find("ptxas") != std::string::npos);
+}
+
+TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing command a JSON error document") {
+  Sandbox box("flashrtc-cli-json-lines");
+  // Under FLASHRTC_REQUIRE_CACHED every compile of an empty cache is refused: one row each, fast.
+  const Result r = box.run({"compile", "--all", "--json", "--arch", "sm_80", "-j", "2"},
+                           {{"FLASHRTC_REQUIRE_CACHED", "1"}});
+  CHECK(r.exit_code == 3);
+  const std::vector<json> lines = json_lines(r.out);
+  const std::vector<ForwardSpec> specs = warm_forward_specs("sm_80");
+  REQUIRE(lines.size() == specs.size() + 2);  // a row each, the summary, the error
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    INFO(lines[i].dump());
+    CHECK(lines[i].at("n") == i + 1);
+    CHECK(lines[i].at("total") == specs.size());
+    CHECK(lines[i].at("specialization").at("dtype") == std::string(to_string(specs[i].dtype)));
+    CHECK(lines[i].at("specialization").at("head_dim") == specs[i].head_dim);
+    CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    CHECK(lines[i].at("specialization").at("block_m") == specs[i].tile.block_m);
+    CHECK(lines[i].at("error").at("kind") == "CompileDisallowed");
+    CHECK_FALSE(lines[i].contains("kernel"));
+  }
+  const json& summary = lines[specs.size()].at("summary");
+  CHECK(summary.at("total") == specs.size());
+  CHECK(summary.at("ready") == 0);
+  CHECK(summary.at("failed") == specs.size());
+  CHECK(summary.at("compiled") == 0);
+  CHECK(summary.at("spilling") == 0);
+  CHECK(summary.at("tuned") == 0);
+  CHECK(lines.back().at("error").at("kind") == "CompileDisallowed");
+  CHECK(lines.back().at("error").at("exit_code") == 3);
+  CHECK(r.err.find("flashrtc: error: CompileDisallowed") != std::string::npos);
+
+  // A usage error and a missing GPU are JSON documents on stdout too, with the exit code they give.
+  Result bad = box.run({"cache", "show", "--json", "not-a-key"});
+  CHECK(bad.exit_code == 2);
+  json error = json::parse(bad.out).at("error");
+  CHECK(error.at("kind") == "InvalidArgument");
+  CHECK(error.at("exit_code") == 2);
+  CHECK(error.at("message").get<std::string>().find("not-a-key") != std::string::npos);
+  if (!device_available()) {
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string> >{{"compile", "--json", "--dtype", "fp16", "--head-dim", "64"},
+                                                {"run", "--json", "--batch", "1", "--heads", "2", "--seqlen",
+                                                 "64", "--head-dim", "64", "--dtype", "bf16"},
+                                                {"bench", "--json", "--shape", "1,2,64,64"}}) {
+      bad = box.run(args);
+      INFO(args[0]);
+      CHECK(bad.exit_code == 3);
+      error = json::parse(bad.out).at("error");
+      CHECK(error.at("kind") == "NoDevice");
+      CHECK(error.at("exit_code") == 3);
+    }
+  }
+  // Without --json a failure prints nothing on stdout.
+  CHECK(box.run({"cache", "show", "not-a-key"}).out.empty());
+}
+
+namespace {
+
+// Runs `flashrtc args...` on a pseudo-terminal (stdout and stderr both), as a user at a terminal sees it:
+// what the terminal received, \r and escape sequences included.
+std::string flashrtc_on_terminal(const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& env) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string slave_name = ::ptsname(master);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setsid();
+    const int slave = ::open(slave_name.c_str(), O_RDWR);
+    if (slave < 0) ::_exit(126);
+    ::dup2(slave, 0);
+    ::dup2(slave, 1);
+    ::dup2(slave, 2);
+    ::close(master);
+    exec_flashrtc(args, env);
+  }
+  std::string seen;
+  char buffer[4096];
+  for (;;) {  // until the child closes the terminal (EIO)
+    const ssize_t n = ::read(master, buffer, sizeof(buffer));
+    if (n > 0)
+      seen.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  ::close(master);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("compile --all on a terminal: a progress line with N/total, log lines on lines of their own") {
+  Sandbox box("flashrtc-cli-progress");
+  // Refused compiles are quick; reading the kernel sources from FLASHRTC_KERNEL_DIR logs one info line
+  // while the progress line is drawn.
+  std::map<std::string, std::string> env = box.env();
+  env["FLASHRTC_REQUIRE_CACHED"] = "1";
+  env["FLASHRTC_LOG_LEVEL"] = "info";
+  env["FLASHRTC_KERNEL_DIR"] = (fs::path(FLASHRTC_SOURCE_DIR) / "kernel_sources").string();
+  const std::string seen = flashrtc_on_terminal({"compile", "--all", "--arch", "sm_80", "-j", "2"}, env);
+  INFO(seen);
+  const std::string total = std::to_string(warm_forward_specs("sm_80").size());
+  const std::string erase = "\r\033[K";
+  CHECK(seen.find("compile [0/" + total + "]") != std::string::npos);
+  CHECK(seen.find("compile [" + total + "/" + total + "] ") != std::string::npos);
+  const std::string log_marker = "[flashrtc] [info] kernel sources read from";
+  const auto log_at = seen.find(log_marker);
+  REQUIRE(log_at != std::string::npos);
+  // The log line starts where the erased progress line was ("[hh:mm:ss.mmm] " before the marker), ends its
+  // own line, and the progress line is drawn again right after it.
+  const auto line_start = seen.rfind(erase, log_at);
+  REQUIRE(line_start != std::string::npos);
+  CHECK(seen.substr(line_start + erase.size(), log_at - line_start - erase.size()).size() == 15);
+  const auto progress_start = seen.rfind('\n', line_start) + 1;  // the line the log line erased
+  CHECK(seen.compare(progress_start, 9, "compile [") == 0);
+  const auto line_end = seen.find("\r\n", log_at);
+  REQUIRE(line_end != std::string::npos);
+  CHECK(seen.compare(line_end + 2, 9, "compile [") == 0);
+  // Rows are notes above the progress line; the summary closes it.
+  CHECK(seen.find(erase + "     1/" + total + " fp16    32 none       FAILED (see below)\r\n") !=
+        std::string::npos);
+  CHECK(seen.find("\r\ndone: 0 of " + total + " ready, " + total + " failed") != std::string::npos);
+}
+
+namespace {
+
+// A directory to be the whole PATH of a command: holds only the programs written or linked into it.
+struct BinDir {
+  explicit BinDir(const fs::path& dir) : path(dir) { fs::create_directories(dir); }
+  void script(const std::string& name, const std::string& text) const {
+    test::write_text(path / name, text);
+    fs::permissions(path / name, fs::perms::owner_all);
+  }
+  fs::path path;
+};
+
+bool starts_with_png_magic(const fs::path& file) {
+  return test::read_text(file).rfind("\x89PNG", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("bench --plot --from draws with gnuplot, else matplotlib, else leaves the script and data") {
+  Sandbox box("flashrtc-cli-plot");
+  const fs::path dir = box.tuning.dir();
+  const fs::path rows = dir / "rows.jsonl";
+  test::write_text(
+      rows,
+      R"({"provider":"flashrtc","dtype":"bfloat16","N":512,"d":128,"causal":false,"mask":"none","tflops":300.5}
+{"provider":"flashrtc","dtype":"bfloat16","N":1024,"d":128,"causal":false,"mask":"none","tflops":420.1}
+{"provider":"flashrtc","dtype":"bfloat16","N":1024,"d":128,"causal":true,"mask":"causal","error":"failed"}
+{"provider":"sdpa","dtype":"bfloat16","N":1024,"d":128,"causal":true,"ms":0.2,"tflops":380}
+)");
+  const auto plot = [&](const fs::path& image, const BinDir& bin) {
+    return box.run({"bench", "--from", rows.string(), "--plot", image.string()},
+                   {{"PATH", bin.path.string()}});
+  };
+
+  // Neither plotter: the script and the data, one line saying how to draw them, exit 0.
+  const BinDir empty(dir / "empty-bin");
+  fs::path image = dir / "none.png";
+  Result r = plot(image, empty);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(image));
+  CHECK(count_of(r.out, "\n") == 1);
+  CHECK(r.out.find("not drawn") != std::string::npos);
+  CHECK(r.out.find("`gnuplot " + image.string() + ".gp`") != std::string::npos);
+  const std::string data = test::read_text(image.string() + ".dat");
+  CHECK(data.find("# bfloat16 d=128 none\n512 300.5\n1024 420.1\n") != std::string::npos);
+  CHECK(data.find("# sdpa: bfloat16 d=128 causal\n1024 380\n") != std::string::npos);
+  CHECK(data.find("# bfloat16 d=128 causal") == std::string::npos);  // its one row failed
+  const std::string script = test::read_text(image.string() + ".gp");
+  CHECK(script.find("set output '" + image.string() + "'") != std::string::npos);
+  CHECK(script.find("'" + image.string() + ".dat' index 1 using 1:2") != std::string::npos);
+
+  // A gnuplot that fails is no error either; one that works draws the figure from the script.
+  BinDir broken(dir / "broken-bin");
+  broken.script("gnuplot", "#!/bin/sh\nexit 1\n");
+  r = plot(image, broken);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("not drawn") != std::string::npos);
+  BinDir fake(dir / "fake-bin");
+  fake.script(
+      "gnuplot",
+      "#!/bin/sh\n# draws the output the script names, as gnuplot would\nwhile IFS= read -r line; do\n"
+      "  case \"$line\" in \"set output '\"*) out=${line#set output \\'}; echo drawn > \"${out%\\'}\";; "
+      "esac\n"
+      "done < \"$1\"\n");
+  image = dir / "fake.svg";
+  r = plot(image, fake);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("plot:      " + image.string() + " (gnuplot; ") != std::string::npos);
+  CHECK(test::read_text(image) == "drawn\n");
+
+  // python3 without gnuplot: matplotlib draws when it imports, else the script and data stay.
+  if (fs::exists("/usr/bin/python3")) {
+    BinDir python(dir / "python-bin");
+    fs::create_symlink("/usr/bin/python3", python.path / "python3");
+    const bool has_matplotlib = std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0;
+    image = dir / "python.png";
+    r = plot(image, python);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("Traceback") == std::string::npos);
+    if (has_matplotlib) {
+      CHECK(r.out.find("(matplotlib; ") != std::string::npos);
+      CHECK(starts_with_png_magic(image));
+    } else {
+      MESSAGE("/usr/bin/python3 has no matplotlib: its fallback is checked to step aside quietly only");
+      CHECK(r.out.find("not drawn") != std::string::npos);
+    }
+  }
+  // The real gnuplot, where installed, draws a PNG.
+  if (const char* real_path = std::getenv("PATH")) {
+    image = dir / "real.png";
+    r = box.run({"bench", "--from", rows.string(), "--plot", image.string()}, {{"PATH", real_path}});
+    CHECK(r.exit_code == 0);
+    if (r.out.find("(gnuplot; ") != std::string::npos) CHECK(starts_with_png_magic(image));
+  }
+
+  // FILE.gp: the script and the data alone.
+  r = plot(dir / "only.gp", fake);
+  CHECK(r.exit_code == 0);
+  CHECK(fs::exists(dir / "only.gp"));
+  CHECK(fs::exists(dir / "only.dat"));
+  CHECK_FALSE(fs::exists(dir / "only.png"));
+  // Mistakes are usage errors: a bad extension, a missing or malformed file, --from without --plot.
+  CHECK(plot(dir / "x.txt", fake).exit_code == 2);
+  CHECK(box.run({"bench", "--from", (dir / "missing.jsonl").string(), "--plot", "x.png"}).exit_code == 2);
+  test::write_text(dir / "bad.jsonl", "{\"dtype\": \"bfloat16\", \"tflops\": 1}\n");
+  r = box.run({"bench", "--from", (dir / "bad.jsonl").string(), "--plot", (dir / "y.png").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 1") != std::string::npos);
+  CHECK(box.run({"bench", "--from", rows.string()}).exit_code == 2);
+  CHECK(box.run({"bench", "--dry-run", "--plot", "x.png"}).exit_code == 2);
+  // tune --plot no longer needs gnuplot before the sweep: without a GPU it fails for the GPU alone.
+  if (!device_available()) {
+    r = box.run({"tune", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "256", "--plot", "t.png"},
+                {{"PATH", empty.path.string()}});
+    CHECK(r.exit_code == 3);
+    CHECK(r.err.find("NoDevice") != std::string::npos);
+  }
+}
+
+TEST_CASE("flashrtc --help lists the exit codes; every command with data says what its --json prints") {
+  Sandbox box("flashrtc-cli-help");
+  Result r = box.run({"--help"});
+  REQUIRE(r.exit_code == 0);
+  for (const char* code : {"Exit codes: 0 ok;", "1 a check failed", "2 bad usage or argument", "3 no GPU"})
+    CHECK_MESSAGE(r.out.find(code) != std::string::npos, code);
+  const std::vector<std::pair<std::vector<std::string>, std::string> > commands = {
+      {{"info"}, "one JSON document"},
+      {{"config"}, "one JSON document"},
+      {{"compile"}, "one JSON document"},
+      {{"compile"}, "with --all JSON lines"},
+      {{"bench"}, "JSON lines"},
+      {{"cache", "ls"}, "one JSON document"},
+      {{"cache", "show"}, "one JSON document"},
+      {{"tune"}, "write one JSON document to FILE"}};
+  for (const auto& [command, says] : commands) {
+    r = box.run(with(command, {"--help"}));
+    INFO(command[0] << (command.size() > 1 ? " " + command[1] : ""));
+    CHECK(r.exit_code == 0);
+    const auto json_option = r.out.find("--json");
+    REQUIRE(json_option != std::string::npos);
+    CHECK(r.out.find(says, json_option) != std::string::npos);
+  }
 }
 
 #endif  // FLASHRTC_CLI

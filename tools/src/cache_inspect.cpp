@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "flashrtc/error.hpp"
@@ -32,48 +31,6 @@ std::vector<CacheEntry> sorted_cache_entries(bool spilling_only) {
 std::string short_kernel_name(const std::string& kernel) {
   const std::string prefix = "attention_forward_";
   return kernel.rfind(prefix, 0) == 0 ? kernel.substr(prefix.size()) : kernel;
-}
-
-namespace {
-
-nlohmann::json entry_json(const CacheEntry& e) {
-  nlohmann::json j = {{"key", e.key},
-                      {"arch", e.arch},
-                      {"kernel", e.kernel},
-                      {"specialization",
-                       {{"dtype", e.dtype},
-                        {"head_dim", e.head_dim},
-                        {"block_m", e.tile.block_m},
-                        {"block_n", e.tile.block_n},
-                        {"warps", e.tile.warps},
-                        {"stages", e.tile.stages},
-                        {"mask", e.mask}}},
-                      {"name_expression", e.name_expression},
-                      {"nvrtc_build", e.nvrtc_build},
-                      {"bad", !e.problem.empty()},
-                      {"registers", e.resources.registers},
-                      {"spill_store_bytes", e.resources.spill_store_bytes},
-                      {"spill_load_bytes", e.resources.spill_load_bytes},
-                      {"spills", e.resources.spills()},
-                      {"stack_frame_bytes", e.resources.stack_frame_bytes},
-                      {"smem_bytes", e.smem_bytes},
-                      {"static_smem_bytes", e.resources.static_smem_bytes},
-                      {"compile_ms", e.compile_ms},
-                      {"size_bytes", e.size_bytes},
-                      {"created_unix", e.created_unix},
-                      {"last_used_unix", e.last_used_unix},
-                      {"last_used", format_time(e.last_used_unix)},
-                      {"dir", e.dir.string()}};
-  if (!e.problem.empty()) j["problem"] = e.problem;
-  return j;
-}
-
-}  // namespace
-
-std::string cache_entries_json(const std::vector<CacheEntry>& entries) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const CacheEntry& e : entries) rows.push_back(entry_json(e));
-  return rows.dump(2);
 }
 
 std::string cache_cleanup_failure(const CacheCleanup& result, const std::filesystem::path& root) {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "flashrtc_tools/format.hpp"
+#include "flashrtc_tools/json_fields.hpp"
 
 namespace flashrtc::tools {
 
@@ -92,13 +92,10 @@ void print_table(const std::vector<TuneRow>& rows, std::size_t top) {
 void write_json(const std::string& path, const TuneSetup& s, const std::vector<TuneRow>& rows,
                 const std::optional<TileConfig>& winner, bool written) {
   using nlohmann::json;
-  const auto tile_json = [](const TileConfig& c) {
-    return json{{"block_m", c.block_m}, {"block_n", c.block_n}, {"warps", c.warps}, {"stages", c.stages}};
-  };
   json items = json::array();
   std::size_t rank = 0;
   for (const TuneRow& row : rows) {
-    json j = tile_json(row.tile);
+    json j = row.tile;
     j["status"] = to_string(row.status);
     j["message"] = row.message;
     j["rank"] = row.status == RowStatus::kOk ? json(++rank) : json(nullptr);
@@ -111,16 +108,9 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
       j["tflops"] = row.tflops;
     }
     if (row.kernel) {
-      const ResourceReport& r = row.kernel->resources;
-      j["registers"] = r.registers;
-      j["spill_store_bytes"] = r.spill_store_bytes;
-      j["spill_load_bytes"] = r.spill_load_bytes;
-      j["stack_frame_bytes"] = r.stack_frame_bytes;
-      j["static_smem_bytes"] = r.static_smem_bytes;
+      j.update(json(*row.kernel));
       j["blocks_per_sm"] = row.resident_blocks;
       j["occupancy"] = row.occupancy;
-      j["compile_ms"] = row.kernel->compile_ms;
-      j["key"] = row.kernel->key;
     }
     items.push_back(std::move(j));
   }
@@ -140,7 +130,7 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
                      {"space", to_string(s.space)},
                      {"tuning_key", s.key ? json(to_string(*s.key)) : json(nullptr)},
                      {"tuning_db", tuning_db_path().string()},
-                     {"winner", winner ? tile_json(*winner) : json(nullptr)},
+                     {"winner", winner ? json(*winner) : json(nullptr)},
                      {"written_to_db", written},
                      {"rows", std::move(items)}};
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -8,6 +8,7 @@
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
+#include "flashrtc/log_writer.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"

@@ -1,6 +1,6 @@
 #pragma once
-// Inspecting the disk cache beyond what the runtime lists: entries sorted for a table, as JSON, their
-// files, and their SASS through the toolkit's disassemblers.
+// Inspecting the disk cache beyond what the runtime lists: entries sorted for a table (their JSON form is
+// in json_fields.hpp), their files, and their SASS through the toolkit's disassemblers.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,10 +15,6 @@ std::vector<CacheEntry> sorted_cache_entries(bool spilling_only);
 
 /// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
 std::string short_kernel_name(const std::string& kernel);
-
-/// A JSON array (indented) of every field of each entry, the specialization nested, "bad" and "problem"
-/// for an entry a load would reject: `flashrtc cache ls --json`.
-std::string cache_entries_json(const std::vector<CacheEntry>& entries);
 
 /// "cannot remove sm_80/<key> (<reason>): <error>": one entry a cleanup left in not_removed.
 std::string not_removed_line(const RemovedEntry& entry);

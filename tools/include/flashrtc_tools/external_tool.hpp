@@ -1,6 +1,6 @@
 #pragma once
-// Running the toolkit's and the system's programs (cuobjdump, nvdisasm, gnuplot) that flashrtc does not
-// link: found on PATH or in the CUDA toolkit's bin directory, run without a shell.
+// Running the toolkit's and the system's programs (cuobjdump, nvdisasm, gnuplot, python3) that flashrtc does
+// not link: found on PATH or in the CUDA toolkit's bin directory, run without a shell.
 #include <optional>
 #include <string>
 #include <vector>

@@ -11,7 +11,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A program a tool runs (cuobjdump, nvdisasm, gnuplot) is missing or failed; the message says how to get it.
+/// A program a tool needs (cuobjdump, nvdisasm) is missing or failed; the message says how to get it.
 class MissingTool : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
