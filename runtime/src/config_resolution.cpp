@@ -100,7 +100,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 
   const ConfigSource below = r.tuned ? ConfigSource::kTuned : ConfigSource::kDefault;
   const TileConfig below_config =
-      r.tuned ? r.tuned->config : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
+      r.tuned ? r.tuned->config
+              : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch);
   const std::string& text = runtime_config().config_override;
   const TileOverride override_fields = parse_tile_override(text, "FLASHRTC_CONFIG");
   if (!override_fields.empty()) {
