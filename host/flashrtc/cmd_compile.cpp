@@ -68,8 +68,9 @@ std::string header_text() {
                   "static", "dyn smem", "compile ms", "from");
 }
 
-// counter: "3/51", the row's place in the whole list.
-std::string row_text(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info) {
+// counter: "3/51", the row's place in the whole list; over_margin marks the registers with a '!'.
+std::string row_text(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info,
+                     bool over_margin = false) {
   const ResourceReport& r = info.resources;
   const auto text = [](auto value) { return std::to_string(value); };
   const std::string tile = text(spec.tile.block_m) + "," + text(spec.tile.block_n) + "," +
@@ -77,7 +78,7 @@ std::string row_text(const std::string& counter, const ForwardSpec& spec, const 
   char compile_ms[32];
   std::snprintf(compile_ms, sizeof(compile_ms), "%.1f", info.compile_ms);
   return row_text(counter.c_str(), std::string(to_string(spec.dtype)).c_str(), text(spec.head_dim).c_str(),
-                  std::string(to_string(spec.mask)).c_str(), tile.c_str(), text(r.registers).c_str(),
+                  std::string(to_string(spec.mask)).c_str(), tile.c_str(), (text(r.registers) + (over_margin ? "!" : "")).c_str(),
                   (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
                   text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
                   text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
@@ -151,7 +152,7 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
     });
 
   std::exception_ptr first_error;
-  std::size_t spilling = 0, failed = 0;
+  std::size_t spilling = 0, failed = 0, over_margin = 0;
   const auto print = [&](const std::string& line) {
     if (progress)
       progress->note(line);
@@ -162,11 +163,14 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
     const std::string counter = std::to_string(i + 1) + "/" + std::to_string(specs.size());
     try {
       const CompiledKernelInfo info = results[i].get();
+      // Defaults are held to the register margin; tuned tiles were measured on their GPU as they are.
+      const bool over = i < defaults && info.resources.registers > kDefaultMaxRegisters;
       spilling += info.resources.spills() ? 1 : 0;
+      over_margin += over ? 1 : 0;
       if (json)
         print_json_line(row_json(i + 1, specs.size(), specs[i], &info, nullptr));
       else
-        print(row_text(counter, specs[i], info));
+        print(row_text(counter, specs[i], info, over));
     } catch (const std::exception& e) {
       ++failed;
       if (!first_error) first_error = std::current_exception();
@@ -187,7 +191,9 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
                  {"tuned", specs.size() - defaults},
                  {"ready", specs.size() - failed},
                  {"failed", failed},
-                 {"spilling", spilling}};
+                 {"spilling", spilling},
+                 {"over_register_margin", over_margin},
+                 {"register_margin", kDefaultMaxRegisters}};
     summary.update(Json(stats));
     summary["cache"] = cache_root().string();
     summary["tuning_db"] = tuning_db_path().string();
@@ -195,10 +201,10 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
   } else {
     std::printf(
         "done: %zu of %zu ready, %zu failed (compiled %llu, from disk %llu, from memory %llu); %zu spilling; "
-        "cache %s\n",
+        "%zu of %zu defaults over the %d-register margin (marked !); cache %s\n",
         specs.size() - failed, specs.size(), failed, static_cast<unsigned long long>(stats.compiles),
         static_cast<unsigned long long>(stats.disk_hits), static_cast<unsigned long long>(stats.memory_hits),
-        spilling, cache_root().string().c_str());
+        spilling, over_margin, defaults, kDefaultMaxRegisters, cache_root().string().c_str());
   }
   if (first_error) std::rethrow_exception(first_error);
   return kExitOk;

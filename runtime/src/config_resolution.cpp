@@ -124,7 +124,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 
   const ConfigSource below = r.tuned ? ConfigSource::kTuned : ConfigSource::kDefault;
   const TileConfig below_config =
-      r.tuned ? r.tuned->config : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
+      r.tuned ? r.tuned->config
+              : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch);
   const std::string& text = runtime_config().config_override;
   if (!override_fields.empty()) {
     r.config = override_fields.apply(below_config);

@@ -105,7 +105,7 @@ std::vector<TileConfig> KernelFamily::config_space(DType dtype, int head_dim, st
 }
 
 TileConfig KernelFamily::default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
-                                        std::int64_t seqlen_kv) const {
+                                        std::int64_t seqlen_kv, std::string_view arch) const {
   if (defaults.empty()) throw Error(ErrorCode::kInternal, "kernel family " + name + " has no default tiles");
   const DefaultRow* row = &defaults.back();
   for (const DefaultRow& r : defaults)
@@ -114,15 +114,19 @@ TileConfig KernelFamily::default_config(DType dtype, int head_dim, std::size_t s
       break;
     }
   const std::int64_t bucket = seqlen_kv > 0 ? seqlen_bucket(seqlen_kv) : 0;
+  const int cc = arch.empty() ? 80 : parse_arch_cc(arch).value_or(80);
   for (const DefaultCandidate& candidate : row->candidates)
-    if (smem_limit_bytes >= candidate.min_smem_limit && (bucket == 0 || bucket >= candidate.min_seqlen_kv_bucket) &&
+    if (cc >= candidate.min_cc && (candidate.max_cc == 0 || cc <= candidate.max_cc) &&
+        smem_limit_bytes >= candidate.min_smem_limit &&
+        (bucket == 0 || bucket >= candidate.min_seqlen_kv_bucket) &&
         smem_bytes({dtype, head_dim, MaskKind::kNone, candidate.tile, this}) <= smem_limit_bytes)
       return candidate.tile;
   // Nothing fits: the last candidate, whose shared-memory error the launch will report.
   return row->candidates.back().tile;
 }
 
-std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes) const {
+std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+                                                      std::string_view arch) const {
   // Key lengths where the choice can change: unknown (or long), and the bucket just below each minimum.
   std::vector<std::int64_t> lengths = {0};
   for (const DefaultRow& row : defaults)
@@ -130,7 +134,7 @@ std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim,
       if (candidate.min_seqlen_kv_bucket > 1) lengths.push_back(candidate.min_seqlen_kv_bucket / 2);
   std::vector<TileConfig> tiles;
   for (std::int64_t seqlen_kv : lengths) {
-    const TileConfig tile = default_config(dtype, head_dim, smem_limit_bytes, seqlen_kv);
+    const TileConfig tile = default_config(dtype, head_dim, smem_limit_bytes, seqlen_kv, arch);
     if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
   }
   return tiles;

@@ -146,7 +146,7 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
       for (int head_dim : {32, 64, 96, 128, 256}) {
         if (!family->serves_head_dim(head_dim)) continue;
         for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
-          for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem))
+          for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem, arch))
             add({dtype, head_dim, mask, tile, family});
       }
   }

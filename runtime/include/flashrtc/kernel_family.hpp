@@ -116,13 +116,18 @@ struct KernelFamily {
   } tile_axes;
 
   /// Default tiles per head dim: the first row whose max_head_dim covers the call, in it the first candidate
-  /// that fits the device's shared memory (which also stands for the GPU generation: ptxas for sm_80 spills
-  /// some tiles ptxas for sm_90 fits) and whose key-length bucket is long enough.
+  /// whose arch range holds the call's arch, that fits the device's shared memory and whose key-length bucket
+  /// is long enough. Every default compiles within kDefaultMaxRegisters registers and without spills for each
+  /// arch it applies to; where a tile has that margin on some generations only, it is their candidate and a
+  /// smaller tile follows for the others. The last candidate of a row serves where no earlier one applies.
   struct DefaultCandidate {
     TileConfig tile;
     std::size_t min_smem_limit = 0;
     /// Only for calls whose key-length bucket (seqlen_bucket(Nk)) is at least this (0: any).
     std::int64_t min_seqlen_kv_bucket = 0;
+    /// Only for archs whose compute capability lies in [min_cc, max_cc] (0: no bound); no arch is judged as
+    /// sm_80, as arch_mismatch does.
+    int min_cc = 0, max_cc = 0;
   };
   struct DefaultRow {
     int max_head_dim = 0;
@@ -151,15 +156,25 @@ struct KernelFamily {
   std::string check_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) const;
   /// Every tile of the axes that check_config accepts.
   std::vector<TileConfig> config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
-  /// The default tile for a call (see DefaultCandidate); seqlen_kv <= 0 means long or unknown.
-  TileConfig default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes, std::int64_t seqlen_kv = 0) const;
+  /// The default tile for a call on arch ("sm_90a"; empty: judged as sm_80), see DefaultCandidate;
+  /// seqlen_kv <= 0 means long or unknown.
+  TileConfig default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+                            std::int64_t seqlen_kv = 0, std::string_view arch = {}) const;
   /// Every tile default_config can return for these arguments, whatever the key length; the long one first.
-  std::vector<TileConfig> default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
+  std::vector<TileConfig> default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+                                          std::string_view arch = {}) const;
   /// The values of template_args for spec, in order (element type and mask as their enum values).
   int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
   /// "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, flashrtc::kernel::Mask::kNone>".
   std::string name_expression(const KernelSpec& spec) const;
 };
+
+/// Registers per thread a default tile may use with the NVRTC flashrtc is built against: 7 below ptxas's 255.
+/// Two builds of one NVRTC version allocate a few registers differently (the GPU machine's spilled 36 bytes
+/// of a default this build fit in 254 registers), so a default at 254 is one compiler patch from spilling.
+/// tests/cpu/test_default_margin.cpp holds every default of every family to it on sm_80, sm_90a, sm_100 and
+/// sm_120; `flashrtc compile --all` marks the defaults over it.
+inline constexpr int kDefaultMaxRegisters = 248;
 
 /// Every family in the table (built-in first, then registered ones), in table order.
 FLASHRTC_API std::vector<const KernelFamily*> kernel_families();

@@ -1,0 +1,150 @@
+// Every default tile of every kernel family in the table compiles under this build's NVRTC for sm_80, sm_90a,
+// sm_100 and sm_120 without spills and within kDefaultMaxRegisters registers (docs/RELIABILITY.md, "Register
+// margin of the defaults"). Families come from kernel_families(), so a family added to the table is held to
+// the margin without a change here.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu/helpers/runtime_test_util.hpp"
+#include "flashrtc/kernel.hpp"
+#include "flashrtc/kernel_family.hpp"
+#include "flashrtc/tuning_space.hpp"
+
+using namespace flashrtc;
+
+namespace {
+
+const char* const kArchs[] = {"sm_80", "sm_90a", "sm_100", "sm_120"};
+constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
+
+struct Job {
+  std::string arch;
+  KernelSpec spec;
+  ResourceReport resources;
+  bool compiled = false;
+  std::string error;
+};
+
+std::string describe(const Job& job) {
+  return job.arch + " " + job.spec.family->name + " " + std::string(to_string(job.spec.dtype)) +
+         " d=" + std::to_string(job.spec.head_dim) + " " + std::string(to_string(job.spec.mask)) + " " +
+         to_string(job.spec.tile);
+}
+
+// For each arch, each family that runs there, each of its dtypes and default rows (at the row's largest head
+// dim, where its tiles hold the most accumulators) and each mask: every tile default_configs can return for
+// the arch's shared memory, whatever the key length.
+std::vector<Job> default_jobs() {
+  std::vector<Job> jobs;
+  for (const char* arch : kArchs) {
+    const std::size_t smem = assumed_sm_limits(arch).smem_per_block_bytes;
+    for (const KernelFamily* family : kernel_families()) {
+      if (!family->arch_mismatch(arch).empty()) continue;
+      for (DType dtype : family->dtypes)
+        for (const KernelFamily::DefaultRow& row : family->defaults) {
+          if (!family->serves_head_dim(row.max_head_dim)) continue;
+          for (MaskKind mask : kMasks)
+            for (const TileConfig& tile : family->default_configs(dtype, row.max_head_dim, smem, arch)) {
+              Job job;
+              job.arch = arch;
+              job.spec = {dtype, row.max_head_dim, mask, tile, family};
+              jobs.push_back(std::move(job));
+            }
+        }
+    }
+  }
+  return jobs;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "every default of every family compiles within the register margin and without spills on each arch") {
+  // Memory only: every run compiles with the NVRTC at hand instead of reading an older disk entry.
+  RuntimeConfig config = runtime_config();
+  config.disk_cache = false;
+  config.always_compile = false;
+  config.require_cached = false;
+  test::ConfigOverride scoped(config);
+
+  std::vector<Job> jobs = default_jobs();
+  // Each arch has defaults of at least the two built-in forward families, all dtypes and masks.
+  for (const char* arch : kArchs) {
+    INFO(arch);
+    CHECK(std::count_if(jobs.begin(), jobs.end(), [&](const Job& j) { return j.arch == arch; }) >= 36);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < jobs.size(); i = next++) {
+      try {
+        jobs[i].resources = compile_forward(jobs[i].spec, jobs[i].arch).resources;
+        jobs[i].compiled = true;
+      } catch (const std::exception& e) {
+        jobs[i].error = e.what();
+      }
+    }
+  };
+  // NVRTC compiles are independent; CI has 2 cores.
+  std::vector<std::thread> workers(std::max(2u, std::thread::hardware_concurrency()));
+  for (std::thread& t : workers) t = std::thread(worker);
+  for (std::thread& t : workers) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE(jobs.size() << " default specializations compiled for " << std::size(kArchs) << " archs in "
+                      << seconds << " s on " << workers.size() << " threads");
+
+  for (const Job& job : jobs) {
+    INFO(describe(job));
+    CHECK(job.error == "");
+    if (!job.compiled) continue;
+    const ResourceReport& r = job.resources;
+    INFO("registers=" << r.registers << " spill stores=" << r.spill_store_bytes
+                      << " spill loads=" << r.spill_load_bytes);
+    CHECK(r.registers > 0);  // the ptxas report was read
+    CHECK(r.registers <= kDefaultMaxRegisters);
+    CHECK(r.spill_store_bytes == 0);
+    CHECK(r.spill_load_bytes == 0);
+  }
+}
+
+TEST_CASE("a default candidate applies only to the archs of its range, and to long enough key sequences") {
+  const KernelFamily& mma = portable_family(Operation::kForward, DType::kBFloat16);
+  KernelFamily family = mma;
+  family.name = "margin-probe";
+  family.defaults = {{64,
+                      {{{128, 64, 4, 2}, 0, 0, 0, 90}, {{64, 64, 4, 2}, 0, 0, 100, 110}, {{64, 32, 4, 2}}},
+                      "three ranges"}};
+  const auto tile_for = [&](const char* arch) {
+    return family.default_config(DType::kBFloat16, 64, kSmemBytesSm90, 0, arch);
+  };
+  CHECK(tile_for("sm_80") == TileConfig{128, 64, 4, 2});
+  CHECK(tile_for("sm_90a") == TileConfig{128, 64, 4, 2});
+  CHECK(tile_for("") == TileConfig{128, 64, 4, 2});  // no arch: judged as sm_80
+  CHECK(tile_for("sm_100") == TileConfig{64, 64, 4, 2});
+  CHECK(tile_for("sm_110") == TileConfig{64, 64, 4, 2});
+  CHECK(tile_for("sm_120") == TileConfig{64, 32, 4, 2});
+  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_120") ==
+        std::vector<TileConfig>{{64, 32, 4, 2}});
+
+  // Both conditions at once (no built-in row has a key-length minimum now).
+  family.defaults = {{64, {{{128, 96, 4, 2}, 0, 1024, 90, 90}, {{128, 64, 4, 2}}}, "long keys on sm_90"}};
+  const auto tile_at = [&](std::int64_t seqlen_kv, const char* arch) {
+    return family.default_config(DType::kBFloat16, 64, kSmemBytesSm90, seqlen_kv, arch);
+  };
+  CHECK(tile_at(4096, "sm_90a") == TileConfig{128, 96, 4, 2});
+  CHECK(tile_at(0, "sm_90a") == TileConfig{128, 96, 4, 2});
+  CHECK(tile_at(512, "sm_90a") == TileConfig{128, 64, 4, 2});
+  CHECK(tile_at(4096, "sm_100") == TileConfig{128, 64, 4, 2});
+  CHECK(tile_at(4096, "sm_80") == TileConfig{128, 64, 4, 2});
+  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_90a") ==
+        std::vector<TileConfig>{{128, 96, 4, 2}, {128, 64, 4, 2}});
+  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_100") ==
+        std::vector<TileConfig>{{128, 64, 4, 2}});
+}
