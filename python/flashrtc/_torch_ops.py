@@ -1,0 +1,110 @@
+"""flashrtc's attention as PyTorch operators (torch.library), so autograd records it and torch.compile traces
+it without graph breaks:
+
+    flashrtc::attention_forward(q, k, v, mask, scale, layout, tile, deterministic) -> (o, lse)
+    flashrtc::attention_backward(dout, q, k, v, o, lse, mask, scale, layout, deterministic) -> (dq, dk, dv)
+
+Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
+real one) and the forward has register_autograd (saves q, k, v, o, lse; gradients for q, k, v). The real
+implementations run eagerly, also under torch.compile, so they take PyTorch's current stream as any eager
+call does. flashrtc.attention imports this module (and so torch) only for a call that needs it.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+
+from . import _attention, _backward
+from ._attention import CAUSAL_BY_MASK, LAYOUTS
+from ._errors import InvalidArgumentError
+
+Tensor = torch.Tensor
+
+
+def forward_outputs(q: Tensor, layout: str) -> Tuple[Tensor, Tensor]:
+    """o and lse as the real forward allocates them (torch.empty_like(q); float32 [B, Hq, Nq] contiguous)."""
+    if q.dim() != 4:
+        raise InvalidArgumentError(f"q has shape {tuple(q.shape)}: expected 4 dims, "
+                                   f"{_attention._LAYOUT_TEXT[layout]} (layout={layout!r})")
+    b, s, h, _ = LAYOUTS[layout]
+    lse = torch.empty((q.shape[b], q.shape[h], q.shape[s]), dtype=torch.float32, device=q.device)
+    return torch.empty_like(q), lse
+
+
+def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv as the real backward allocates them."""
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+@torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
+def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
+                      tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
+    """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
+    o, lse = _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
+    return o, lse
+
+
+@attention_forward.register_fake
+def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
+    return forward_outputs(q, layout)
+
+
+@torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
+def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
+                       scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    dq, dk, dv = backward_outputs(q, k, v)
+    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
+                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
+    return dq, dk, dv
+
+
+@attention_backward.register_fake
+def _attention_backward_fake(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    return backward_outputs(q, k, v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.options = (mask, scale, layout, deterministic)
+    ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
+        dout = torch.empty_like(o).copy_(dout)
+    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
+    return dq, dk, dv, None, None, None, None, None
+
+
+attention_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream, deterministic):
+    """flashrtc.attention's call as the forward operator (autograd, torch.compile)."""
+    for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
+        if given is not None:
+            raise InvalidArgumentError(f"{name}= is not supported under autograd or torch.compile (the operator "
+                                       "allocates its outputs on the current stream; for another stream, call "
+                                       "inside `with torch.cuda.stream(s):`)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
+                                       "or torch.compile q, k and v must all be torch tensors")
+    if layout not in LAYOUTS:
+        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    mask = _attention._mask(causal)
+    scale = _attention._scale(scale)
+    tile = list(_attention._tile(config)) if config is not None else []
+    if q.dim() == 4 and k.dim() == 4:
+        h = LAYOUTS[layout][2]
+        _attention.check_gqa(enable_gqa, q.shape[h], k.shape[h])
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    elif not isinstance(deterministic, bool):
+        raise InvalidArgumentError(f"deterministic={deterministic!r}: must be True, False or None")
+    o, lse = torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+    return (o, lse) if return_lse else o
