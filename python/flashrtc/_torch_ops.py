@@ -83,6 +83,10 @@ def _backward(ctx, dout, _dlse):
 attention_forward.register_autograd(_backward, setup_context=_setup_context)
 
 
+# Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its
+# outputs: so its argument checks run as plain Python, and a mistake raises InvalidArgumentError (inside
+# torch.compile's error) with flashrtc's message rather than a graph break on the raise.
+@torch.compiler.allow_in_graph
 def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream, deterministic):
     """flashrtc.attention's call as the forward operator (autograd, torch.compile)."""
     for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
