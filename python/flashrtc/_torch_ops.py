@@ -72,7 +72,7 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
 
 
-def _backward(ctx, dout, _dlse):
+def _gradients(ctx, dout, _dlse):
     q, k, v, o, lse = ctx.saved_tensors
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
@@ -80,7 +80,7 @@ def _backward(ctx, dout, _dlse):
     return dq, dk, dv, None, None, None, None, None
 
 
-attention_forward.register_autograd(_backward, setup_context=_setup_context)
+attention_forward.register_autograd(_gradients, setup_context=_setup_context)
 
 
 # Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its

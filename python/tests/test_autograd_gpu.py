@@ -102,7 +102,8 @@ class Gradients(unittest.TestCase):
             peer_err = (other.double() - reference).abs().max().item()
             eps_term = eps * max(reference.abs().max().item(), 1e-3)
             self.assertLessEqual(peer_err, 8 * eps_term, f"{name}: SDPA itself is off by {peer_err:.3g}: no tolerance")
-            self.assertLessEqual(err, 2 * peer_err + eps_term, f"{name}: max abs error {err:.3g}, SDPA's {peer_err:.3g}")
+            self.assertLessEqual(err, 2 * peer_err + eps_term,
+                                 f"{name}: max abs error {err:.3g}, SDPA's {peer_err:.3g}")
 
     def test_16bit_masks_gqa_lengths(self):
         # (B, Hq, Hkv, Nq, Nk, d): both dtypes at d = 64 and 128, the other head dims in bf16 (each new

@@ -114,8 +114,8 @@ class Schemas(unittest.TestCase):
     def test_the_operators_and_their_arguments(self):
         forward = str(torch.ops.flashrtc.attention_forward.default._schema)
         backward = str(torch.ops.flashrtc.attention_backward.default._schema)
-        self.assertEqual(forward, "flashrtc::attention_forward(Tensor q, Tensor k, Tensor v, SymInt mask, float? scale, "
-                                  "str layout, SymInt[] tile, bool deterministic) -> (Tensor, Tensor)")
+        self.assertEqual(forward, "flashrtc::attention_forward(Tensor q, Tensor k, Tensor v, SymInt mask, "
+                                  "float? scale, str layout, SymInt[] tile, bool deterministic) -> (Tensor, Tensor)")
         self.assertEqual(backward, "flashrtc::attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, "
                                    "Tensor o, Tensor lse, SymInt mask, float? scale, str layout, bool deterministic) "
                                    "-> (Tensor, Tensor, Tensor)")

@@ -37,7 +37,7 @@ except ImportError:
 STEPS = 300
 BATCH, SEQLEN, MODEL_DIM, HEADS, KV_HEADS, CLASSES = 64, 128, 128, 4, 2, 10
 HEAD_DIM = MODEL_DIM // HEADS
-LEARNING_RATE = 1e-3
+LEARNING_RATE = 5e-4
 RELATIVE_FLOOR = 2e-3  # of the first loss: the absolute part of the tolerance
 LEARNED = 0.2  # the last loss must be below this fraction of the first
 
