@@ -79,7 +79,7 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
     """
     if _compiling():
         return _through_operator(q, k, v, merge_causal(causal, is_causal), scale, enable_gqa, return_lse, layout,
-                                 config, out, lse_out, stream, deterministic)
+                                 config, out, lse_out, stream, deterministic, traced=True)
     if is_causal is None:
         if causal is None:
             causal = False
@@ -99,7 +99,7 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
         key = None
     if _wants_grad(q, k, v):
         return _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
-                                 stream, deterministic)
+                                 stream, deterministic, traced=False)
     _flag(deterministic, "deterministic")
     return _launch_and_remember(key, q, k, v, causal=causal, scale=scale, enable_gqa=enable_gqa,
                                 return_lse=return_lse, layout=layout, config=config, out=out, lse_out=lse_out,
@@ -148,10 +148,10 @@ def _wants_grad(q, k, v) -> bool:
 
 
 def _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream,
-                      deterministic):
+                      deterministic, traced):
     from . import _torch_ops  # imports torch and registers the operators; a plain import while compiling
     return _torch_ops.attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
-                                stream, deterministic)
+                                stream, deterministic, traced)
 
 
 def merge_causal(causal, is_causal):

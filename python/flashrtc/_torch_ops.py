@@ -7,7 +7,9 @@ it without graph breaks:
 Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
 real one) and the forward has register_autograd (saves q, k, v, o, lse; gradients for q, k, v). The real
 implementations run eagerly, also under torch.compile, so they take PyTorch's current stream as any eager
-call does. flashrtc.attention imports this module (and so torch) only for a call that needs it.
+call does. torch.compile traces the operators; an eager call under autograd runs the same formula as an
+autograd.Function with the CUDA implementations called directly (_EagerAttention: a fraction of the host
+cost). flashrtc.attention imports this module (and so torch) only for a call that needs it.
 """
 from __future__ import annotations
 
@@ -37,12 +39,22 @@ def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, T
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
+def _forward_cuda(q, k, v, mask, scale, layout, tile):
+    return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
+
+
+def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    dq, dk, dv = backward_outputs(q, k, v)
+    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
+                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
+    return dq, dk, dv
+
+
 @torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
                       tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
     """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
-    o, lse = _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
-    return o, lse
+    return _forward_cuda(q, k, v, mask, scale, layout, tile)
 
 
 @attention_forward.register_fake
@@ -53,10 +65,7 @@ def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
 @torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
 def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
                        scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    dq, dk, dv = backward_outputs(q, k, v)
-    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
-                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
-    return dq, dk, dv
+    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
 
 
 @attention_backward.register_fake
@@ -72,23 +81,45 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
 
 
-def _gradients(ctx, dout, _dlse):
+def _gradients(ctx, dout, _dlse, backward=None):
     q, k, v, o, lse = ctx.saved_tensors
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
-    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
+    dq, dk, dv = (backward or torch.ops.flashrtc.attention_backward.default)(dout, q, k, v, o, lse, *ctx.options)
     return dq, dk, dv, None, None, None, None, None
 
 
 attention_forward.register_autograd(_gradients, setup_context=_setup_context)
 
 
+class _EagerAttention(torch.autograd.Function):
+    """The operator's autograd formula (_setup_context, _gradients) for eager calls, with the CUDA
+    implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
+    trips cost several times a whole SDPA call of host time (README, "Autograd and torch.compile").
+    Tensors on another device go through the operators (which have no kernel for them unless one is
+    registered, as python/tests/test_torch_op_cpu.py does)."""
+
+    @staticmethod
+    def forward(q, k, v, mask, scale, layout, tile, deterministic):
+        if q.is_cuda:
+            return _forward_cuda(q, k, v, mask, scale, layout, tile)
+        return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        return _gradients(ctx, dout, dlse, _backward_cuda if dout.is_cuda else None)
+
+
 # Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its
 # outputs: so its argument checks run as plain Python, and a mistake raises InvalidArgumentError (inside
 # torch.compile's error) with flashrtc's message rather than a graph break on the raise.
 @torch.compiler.allow_in_graph
-def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream, deterministic):
-    """flashrtc.attention's call as the forward operator (autograd, torch.compile)."""
+def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream, deterministic,
+              traced):
+    """flashrtc.attention's call as the forward operator (traced: under torch.compile), or its eager twin
+    _EagerAttention (autograd)."""
     for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
         if given is not None:
             raise InvalidArgumentError(f"{name}= is not supported under autograd or torch.compile (the operator "
@@ -110,5 +141,6 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
         deterministic = torch.are_deterministic_algorithms_enabled()
     elif not isinstance(deterministic, bool):
         raise InvalidArgumentError(f"deterministic={deterministic!r}: must be True, False or None")
-    o, lse = torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+    args = (q, k, v, mask, scale, layout, tile, deterministic)
+    o, lse = torch.ops.flashrtc.attention_forward.default(*args) if traced else _EagerAttention.apply(*args)
     return (o, lse) if return_lse else o

@@ -594,8 +594,8 @@ class TorchSignatureCache(unittest.TestCase):
 
         self.operator_calls = []  # what would have gone to the torch.library operator (needs real torch)
 
-        def through_operator(*args):
-            self.operator_calls.append(args)
+        def through_operator(*args, traced):
+            self.operator_calls.append(args + (traced,))
             return "operator"
 
         self.saved_through_operator = _attention._through_operator
@@ -702,11 +702,11 @@ class TorchSignatureCache(unittest.TestCase):
         for args in ((needs_grad, k, v), (q, k, needs_grad)):
             self.assertEqual(flashrtc.attention(*args, is_causal=True, scale=0.5, deterministic=True), "operator")
             self.assertEqual(self.operator_calls[-1], args + (True, 0.5, None, False, "bhnd", None, None, None, None,
-                                                              True))
+                                                              True, False))
         torch.state["compiling"] = True  # every call, grad or not, before any check or cache lookup
         self.assertEqual(flashrtc.attention(q, k, v, causal=True, return_lse=True), "operator")
         self.assertEqual(self.operator_calls[-1], (q, k, v, True, None, None, True, "bhnd", None, None, None, None,
-                                                   None))
+                                                   None, True))
         self.assertEqual(len(self.structs), 1)
 
     def test_sdpa_keywords_share_the_signature_of_their_meaning(self):
