@@ -204,26 +204,8 @@ def prepare(q, k, v, *, causal=False, scale=None, enable_gqa=None, return_lse=Fa
     handle = _resolve_stream(stream, q, kinds, torch_mode)
     export_stream = dlpack_stream(handle)
     qv, kv, vv = (view(name, x, export_stream) for name, x in (("q", q), ("k", k), ("v", v)))
-    for name, t in (("q", qv), ("k", kv), ("v", vv)):
-        if len(t.shape) != 4:
-            raise InvalidArgumentError(f"{name} has shape {t.shape}: expected 4 dims, {_LAYOUT_TEXT[layout]} "
-                                       f"(layout={layout!r})")
-    if qv.dtype not in _library.DTYPES:
-        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
-    for name, t in (("k", kv), ("v", vv)):
-        if t.dtype != qv.dtype:
-            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv = check_inputs({"q": qv, "k": kv, "v": vv}, layout)
     _check_same_device((("q", qv), ("k", kv), ("v", vv)))
-
-    b, s, h, d = LAYOUTS[layout]
-    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
-    if kv.shape != vv.shape:
-        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
-    seqlen_kv, heads_kv = kv.shape[s], kv.shape[h]
-    if kv.shape[b] != batch:
-        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
-    if kv.shape[d] != head_dim:
-        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
     check_gqa(enable_gqa, heads_q, heads_kv)
 
     torch_stream = _torch_stream(stream, handle, q) if torch_mode and stream is not None else None
@@ -454,6 +436,33 @@ def _lse_view(given, shape, q, torch_mode, torch_stream, export_stream) -> _Outp
     if lv.readonly:
         raise InvalidArgumentError("lse_out is read-only")
     return _Output(given, lv)
+
+
+def check_inputs(views: dict, layout: str) -> tuple:
+    """The rules of q, k, v and any further tensors in views shaped like q (o, dout), forward and backward
+    alike; returns (batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv)."""
+    for name, t in views.items():
+        if len(t.shape) != 4:
+            raise InvalidArgumentError(f"{name} has shape {t.shape}: expected 4 dims, {_LAYOUT_TEXT[layout]} "
+                                       f"(layout={layout!r})")
+    qv, kv, vv = views["q"], views["k"], views["v"]
+    if qv.dtype not in _library.DTYPES:
+        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
+    for name, t in views.items():
+        if t.dtype != qv.dtype:
+            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    b, s, h, d = LAYOUTS[layout]
+    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
+    if kv.shape != vv.shape:
+        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
+    if kv.shape[b] != batch:
+        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
+    if kv.shape[d] != head_dim:
+        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
+    for name, t in views.items():
+        if name not in ("q", "k", "v") and t.shape != qv.shape:
+            raise InvalidArgumentError(f"{name} has shape {t.shape}, q has {qv.shape}: they must match")
+    return batch, seqlen_q, heads_q, head_dim, kv.shape[s], kv.shape[h]
 
 
 def check_lse(name: str, lv: TensorView, shape: tuple) -> None:

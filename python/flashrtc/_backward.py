@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from . import _attention, _library
-from ._attention import LAYOUTS, _LAYOUT_TEXT, _check_same_device, _mask, _maybe_stream, _resolve_stream, \
-    _scale, _tensor_struct, _tile, _torch_stream, check_lse
+from ._attention import LAYOUTS, _check_same_device, _mask, _maybe_stream, _resolve_stream, _scale, \
+    _tensor_struct, _tile, _torch_stream, check_inputs, check_lse
 from ._errors import InvalidArgumentError
 from ._streams import dlpack_stream
 from ._tensors import KIND_TORCH, kind_of, view
@@ -66,28 +66,8 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     export_stream = dlpack_stream(handle)
     views = {name: view(name, x, export_stream) for name, x in inputs.items()}
     views["lse"] = view("lse", lse, export_stream)
-    for name in inputs:
-        if len(views[name].shape) != 4:
-            raise InvalidArgumentError(f"{name} has shape {views[name].shape}: expected 4 dims, "
-                                       f"{_LAYOUT_TEXT[layout]} (layout={layout!r})")
-    qv = views["q"]
-    if qv.dtype not in _library.DTYPES:
-        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
-    for name in ("k", "v", "o", "dout"):
-        if views[name].dtype != qv.dtype:
-            raise InvalidArgumentError(f"{name} has dtype {views[name].dtype}, q has {qv.dtype}: they must match")
-    b, s, h, d = LAYOUTS[layout]
-    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
-    kv, vv = views["k"], views["v"]
-    if kv.shape != vv.shape:
-        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
-    if kv.shape[b] != batch:
-        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
-    if kv.shape[d] != head_dim:
-        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
-    for name in ("o", "dout"):
-        if views[name].shape != qv.shape:
-            raise InvalidArgumentError(f"{name} has shape {views[name].shape}, q has {qv.shape}: they must match")
+    batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv = check_inputs(
+        {name: views[name] for name in inputs}, layout)
     check_lse("lse", views["lse"], (batch, heads_q, seqlen_q))
 
     torch_stream = _torch_stream(stream, handle, q) if torch_mode and stream is not None else None
@@ -115,9 +95,9 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     _check_same_device(tuple(views.items()))
 
     p = _library.load().new_backward_params()
-    p.dtype = _library.DTYPES[qv.dtype]
-    p.batch, p.seqlen_q, p.seqlen_kv = batch, seqlen_q, kv.shape[s]
-    p.heads_q, p.heads_kv, p.head_dim = heads_q, kv.shape[h], head_dim
+    p.dtype = _library.DTYPES[views["q"].dtype]
+    p.batch, p.seqlen_q, p.seqlen_kv = batch, seqlen_q, seqlen_kv
+    p.heads_q, p.heads_kv, p.head_dim = heads_q, heads_kv, head_dim
     p.q, p.k, p.v, p.o, p.d_o = (_tensor_struct(views[name], layout) for name in ("q", "k", "v", "o", "dout"))
     p.lse = views["lse"].ptr or None
     p.d_q, p.d_k, p.d_v = (_tensor_struct(views[name], layout) for name in ("dq", "dk", "dv"))
@@ -127,7 +107,7 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     p.deterministic = int(deterministic)
     p.stream = handle or None
     p.block_m, p.block_n, p.warps, p.stages = tile
-    return BackwardCall(p, tuple(gradients), tuple(views.values()), qv.device if torch_mode else None)
+    return BackwardCall(p, tuple(gradients), tuple(views.values()), views["q"].device if torch_mode else None)
 
 
 def launch_backward(call: BackwardCall) -> None:
