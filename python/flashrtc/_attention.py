@@ -142,8 +142,16 @@ def _compiling() -> bool:
 
 
 def _wants_grad(q, k, v) -> bool:
-    """A torch tensor among q, k, v requires grad with grad enabled: autograd must record the call."""
-    tensors = [t for t in (q, k, v) if kind_of(t) == KIND_TORCH]
+    """A torch tensor among q, k, v requires grad with grad enabled: autograd must record the call. Another
+    object that says it requires grad is refused: flashrtc's gradients go through PyTorch's autograd only."""
+    tensors = []
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if kind_of(t) == KIND_TORCH:
+            tensors.append(t)
+        elif getattr(t, "requires_grad", False) is True:
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__} that requires grad: "
+                                       "flashrtc computes gradients through PyTorch's autograd only; pass torch "
+                                       "tensors (e.g. torch.from_dlpack)")
     return bool(tensors) and _torch_api().is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 

@@ -108,6 +108,7 @@ class _EagerAttention(torch.autograd.Function):
     setup_context = staticmethod(_setup_context)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # the kernels' gradients are not recorded: no double backward
     def backward(ctx, dout, dlse):
         return _gradients(ctx, dout, dlse, _backward_cuda if dout.is_cuda else None)
 

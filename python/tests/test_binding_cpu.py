@@ -279,6 +279,12 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("enable_gqa='yes': must be True, False or None", q, k, v, out=o, enable_gqa="yes")
         self.invalid("deterministic=1: must be True, False or None", q, k, v, out=o, deterministic=1)
 
+    def test_a_non_torch_tensor_that_requires_grad(self):
+        q, k, v, o = qkvo()
+        k.requires_grad = True
+        self.invalid("k is a __main__.FakeCai that requires grad: flashrtc computes gradients through PyTorch's "
+                     "autograd only", q, k, v, out=o)
+
     def test_outputs_of_non_torch_inputs_must_be_given(self):
         q, k, v, o = qkvo()
         self.invalid("pass out=", q, k, v)

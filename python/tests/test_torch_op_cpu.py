@@ -11,6 +11,8 @@ PyTorch's SDPA math backend in float64.
 Usage: python3 python/tests/test_torch_op_cpu.py. Without torch it prints "TORCH TESTS SKIPPED" and exits 77.
 """
 import math
+import os
+import subprocess
 import sys
 import unittest
 from pathlib import Path
@@ -245,6 +247,12 @@ class AutogradPlumbing(unittest.TestCase):
         ref = torch.logsumexp(_scores(q.detach(), k.detach(), 0, None)[0], -1)
         self.assertLess((lse.double() - ref).abs().max().item(), 1e-5)
 
+    def test_no_double_backward(self):
+        q, k, v = leaves((1, 2, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8))
+        (dq,) = torch.autograd.grad(flashrtc.attention(q, k, v).sum(), q, create_graph=True)
+        with self.assertRaisesRegex(RuntimeError, "once_differentiable|does not require grad"):
+            dq.sum().backward()
+
     def test_no_grad_calls_do_not_record(self):
         q, k, v = leaves((1, 2, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8))
         with torch.no_grad(), self.assertRaisesRegex(flashrtc.InvalidArgumentError, "q is on cpu"):
@@ -278,6 +286,23 @@ class Compile(unittest.TestCase):
                 self.assertTrue(torch.equal(value, eager))
                 for name, got, x in zip("qkv", grads, inputs):
                     self.assertTrue(torch.equal(got, x.grad), f"d{name}")
+
+    def test_the_first_call_may_be_under_compile(self):
+        """No flashrtc call before: tracing imports the operators' module (a plain import while compiling)."""
+        code = ("import sys, torch, flashrtc\n"
+                "assert 'flashrtc._torch_ops' not in sys.modules\n"
+                "graphs = []\n"
+                "def backend(gm, example_inputs):\n"
+                "    graphs.append(str(gm.graph))\n"
+                "    return gm.forward\n"
+                "f = torch.compile(lambda q: flashrtc.attention(q, q, q, is_causal=True), fullgraph=True,\n"
+                "                  backend=backend)\n"
+                "q = torch.randn(1, 2, 5, 8, device='meta')\n"
+                "assert f(q).shape == q.shape\n"
+                "assert 'flashrtc._torch_ops' in sys.modules and 'flashrtc._torch_ops.attention' in graphs[0], graphs\n")
+        env = dict(os.environ, PYTHONPATH=str(_CHECKOUT_PYTHON))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
 
     def test_a_module_with_lse_and_layouts(self):
         class Block(torch.nn.Module):
