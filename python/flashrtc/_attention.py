@@ -100,7 +100,7 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
     if _wants_grad(q, k, v):
         return _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
                                  stream, deterministic, traced=False)
-    _flag(deterministic, "deterministic")
+    check_flag(deterministic, "deterministic")
     return _launch_and_remember(key, q, k, v, causal=causal, scale=scale, enable_gqa=enable_gqa,
                                 return_lse=return_lse, layout=layout, config=config, out=out, lse_out=lse_out,
                                 stream=stream)
@@ -175,16 +175,21 @@ def merge_causal(causal, is_causal):
     return is_causal
 
 
+def check_layout(layout) -> None:
+    if layout not in LAYOUTS:
+        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+
+
 def check_gqa(enable_gqa, heads_q, heads_kv) -> None:
     """SDPA's enable_gqa: None and True allow Hq != Hkv (flashrtc always groups); False refuses it."""
-    _flag(enable_gqa, "enable_gqa")
+    check_flag(enable_gqa, "enable_gqa")
     if enable_gqa is False and heads_q != heads_kv:
         raise InvalidArgumentError(f"enable_gqa=False with {heads_q} query heads and {heads_kv} key/value heads: "
                                    "they must match, as in SDPA; pass enable_gqa=True (or leave it out) for "
                                    "grouped-query attention")
 
 
-def _flag(value, name) -> None:
+def check_flag(value, name) -> None:
     if type(value) not in _FLAG_TYPES:
         raise InvalidArgumentError(f"{name}={value!r}: must be True, False or None")
 
@@ -201,8 +206,7 @@ class Call(NamedTuple):
 def prepare(q, k, v, *, causal=False, scale=None, enable_gqa=None, return_lse=False, layout="bhnd", config=None,
             out=None, lse_out=None, stream=None) -> Call:
     """Everything attention() does short of launching: checks, outputs, the C struct."""
-    if layout not in LAYOUTS:
-        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    check_layout(layout)
     mask = _mask(causal)
     tile = _tile(config)
     scale = _scale(scale)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from . import _attention, _library
-from ._attention import LAYOUTS, _check_same_device, _mask, _maybe_stream, _resolve_stream, _scale, \
-    _tensor_struct, _tile, _torch_stream, check_inputs, check_lse
+from ._attention import _check_same_device, _mask, _maybe_stream, _resolve_stream, _scale, _tensor_struct, \
+    _tile, _torch_stream, check_inputs, check_layout, check_lse
 from ._errors import InvalidArgumentError
 from ._streams import dlpack_stream
 from ._tensors import KIND_TORCH, kind_of, view
@@ -51,8 +51,7 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     if lse is None:
         raise InvalidArgumentError("lse is None: the backward needs the forward's log-sum-exp; run the forward "
                                    "with return_lse=True (or lse_out=) and pass its lse")
-    if layout not in LAYOUTS:
-        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    check_layout(layout)
     if not isinstance(deterministic, bool):
         raise InvalidArgumentError(f"deterministic={deterministic!r}: must be True or False")
     mask = _mask(causal)

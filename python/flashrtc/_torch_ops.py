@@ -130,18 +130,16 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
         if not isinstance(t, torch.Tensor):
             raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
                                        "or torch.compile q, k and v must all be torch tensors")
-    if layout not in LAYOUTS:
-        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    _attention.check_layout(layout)
     mask = _attention._mask(causal)
     scale = _attention._scale(scale)
     tile = list(_attention._tile(config)) if config is not None else []
     if q.dim() == 4 and k.dim() == 4:
         h = LAYOUTS[layout][2]
         _attention.check_gqa(enable_gqa, q.shape[h], k.shape[h])
+    _attention.check_flag(deterministic, "deterministic")
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
-    elif not isinstance(deterministic, bool):
-        raise InvalidArgumentError(f"deterministic={deterministic!r}: must be True, False or None")
     args = (q, k, v, mask, scale, layout, tile, deterministic)
     o, lse = torch.ops.flashrtc.attention_forward.default(*args) if traced else _EagerAttention.apply(*args)
     return (o, lse) if return_lse else o
