@@ -81,12 +81,12 @@ class Gradients(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
 
-    def check(self, q, k, v, causal=False, scale=None, layout="bhnd", **kwargs):
+    def check(self, q, k, v, causal=False, scale=None, layout="bhnd", causal_keyword="causal"):
         """flashrtc's o, dq, dk, dv against float64 SDPA math, within twice SDPA's own error."""
         bhnd = (lambda x: x.transpose(1, 2)) if layout == "bnhd" else (lambda x: x)
         dout = torch.randn_like(q)
-        got = gradients(lambda q_, k_, v_: flashrtc.attention(q_, k_, v_, causal=causal, scale=scale,
-                                                              layout=layout, **kwargs), (q, k, v), dout)
+        options = {causal_keyword: causal, "scale": scale, "layout": layout}
+        got = gradients(lambda *x: flashrtc.attention(*x, **options), (q, k, v), dout)
         # The references in [B, H, N, d], their results back in the call's layout.
         q_b, k_b, v_b, dout_b = (bhnd(x) for x in (q, k, v, dout))
         ref = gradients(lambda *x: attention_by(*x, causal, scale, SDPBackend.MATH),
@@ -129,7 +129,8 @@ class Gradients(unittest.TestCase):
         self.check(*x, causal=True, layout="bnhd")
         self.check(*(t.transpose(1, 2) for t in x), causal=True)  # the same memory seen as [B, H, N, d]
         self.check(*(rand(1, 4, 200, 128, dtype=torch.float16) for _ in range(3)), scale=-0.3)
-        self.check(*(rand(1, 4, 200, 128, dtype=torch.float16) for _ in range(3)), is_causal=True, scale=0.2)
+        self.check(*(rand(1, 4, 200, 128, dtype=torch.float16) for _ in range(3)), causal=True, scale=0.2,
+                   causal_keyword="is_causal")
 
     def test_a_broadcast_gradient(self):
         """o.sum() hands the backward a stride-0 dout: it is copied into o's layout first."""
