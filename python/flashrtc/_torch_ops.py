@@ -19,8 +19,11 @@ import torch
 
 from . import _attention, _backward
 from ._attention import CAUSAL_BY_MASK, LAYOUTS
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, UnsupportedError
 
+if not hasattr(torch.library, "custom_op"):
+    raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
+                           f"custom_op); this is torch {torch.__version__}: call it under torch.no_grad() here")
 Tensor = torch.Tensor
 
 
