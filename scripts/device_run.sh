@@ -2,7 +2,7 @@
 # Runs on the GPU machine (device tool) from the repo root, after scripts/stage_device_build.sh here:
 #   gpu test suites, `flashrtc run --check`, and flashrtc's timings beside the peers' (same run, same GPU).
 # Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
-# Further steps, by name only: binding (the Python binding's gpu tests, autograd and training included), grid (`flashrtc bench` over the
+# Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
 # standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
