@@ -6,6 +6,12 @@ Each row: N back-to-back calls timed with time.perf_counter, no synchronize insi
 synchronized between repetitions), the median over several repetitions, flashrtc and SDPA interleaved so
 drift hits both alike. Both are warmed first (flashrtc's kernel compiled or loaded, its signature cached).
 
+Rows: the plain inference call (non-causal, causal); then the torch.library operator's paths: the operator
+called directly on tensors that need no grad ("operator"), the call recorded by autograd on leaves that
+require grad ("autograd fwd"), that call and its backward ("fwd + bwd", when the library has the
+backward), and a torch.compile(fullgraph=True) function of one call on tensors that need no grad
+("compiled"; measure() warms each function first, which compiles it).
+
     python3 bench/host_overhead.py                   # the table and the ratios flashrtc / SDPA
     python3 bench/host_overhead.py --json            # one JSON object per row
     python3 bench/host_overhead.py --fake            # no GPU: the binding's own Python cost per call on a
@@ -71,9 +77,32 @@ def gpu_rows(flashrtc, torch):
             if error > 2e-2:
                 print(f"flashrtc disagrees with SDPA (causal={causal}): max abs difference {error}", file=sys.stderr)
                 sys.exit(EXIT_MISMATCH)
-    return [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v), "sdpa": lambda: sdpa(q, k, v)}),
+    rows = [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v), "sdpa": lambda: sdpa(q, k, v)}),
             ("causal", {"flashrtc": lambda: flashrtc.attention(q, k, v, causal=True),
                         "sdpa": lambda: sdpa(q, k, v, is_causal=True)})]
+    return rows + operator_rows(flashrtc, torch, sdpa, q, k, v)
+
+
+def operator_rows(flashrtc, torch, sdpa, q, k, v):
+    """The rows of the torch.library operator's paths (module docstring)."""
+    from flashrtc import _torch_ops  # noqa: F401  (registers the operators)
+    operator = torch.ops.flashrtc.attention_forward.default
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    grad = torch.randn_like(q)
+    rows = [("operator", {"flashrtc": lambda: operator(q, k, v, 0, None, "bhnd", [], False),
+                          "sdpa": lambda: sdpa(q, k, v)}),
+            ("autograd fwd", {"flashrtc": lambda: flashrtc.attention(*leaves), "sdpa": lambda: sdpa(*leaves)})]
+    try:
+        flashrtc.attention(*leaves).backward(grad)
+        torch.cuda.synchronize()
+        rows.append(("fwd + bwd", {"flashrtc": lambda: flashrtc.attention(*leaves).backward(grad),
+                                   "sdpa": lambda: sdpa(*leaves).backward(grad)}))
+    except flashrtc.FlashrtcError as e:
+        print(f"host_overhead.py: no fwd + bwd row: {e}", file=sys.stderr)
+    compiled_flashrtc = torch.compile(lambda: flashrtc.attention(q, k, v), fullgraph=True)
+    compiled_sdpa = torch.compile(lambda: sdpa(q, k, v), fullgraph=True)
+    rows.append(("compiled", {"flashrtc": compiled_flashrtc, "sdpa": compiled_sdpa}))
+    return rows
 
 
 def fake_rows(flashrtc, torch):

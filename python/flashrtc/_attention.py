@@ -4,10 +4,15 @@ Two paths to the same struct. prepare() checks everything and builds it: every c
 the first call of each torch signature. A torch call whose outputs flashrtc allocates on the current stream,
 with a signature seen before (dtypes, shapes, strides, devices, options: everything the checks and the
 struct depend on), copies that signature's struct and fills in only the pointers and the stream.
+
+Calls that autograd or torch.compile must see (a torch tensor that requires grad with grad enabled, or any call
+while compiling) go through the torch.library operators of _torch_ops instead, whose real implementation
+comes back here.
 """
 from __future__ import annotations
 
 import math
+import sys
 from typing import NamedTuple, Optional
 
 from . import _library
@@ -18,20 +23,25 @@ from ._tensors import KIND_CAI, KIND_TORCH, TensorView, _torch_types, cai_stream
 # Which dimension of a 4-d tensor is batch, sequence, head and head dim.
 LAYOUTS = {"bhnd": (0, 2, 1, 3), "bnhd": (0, 1, 2, 3)}
 _LAYOUT_TEXT = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]"}
-_CAUSAL = {False: _library.MASK_NONE, True: _library.MASK_CAUSAL_TOP_LEFT,
-           "top-left": _library.MASK_CAUSAL_TOP_LEFT, "bottom-right": _library.MASK_CAUSAL_BOTTOM_RIGHT}
+# The canonical causal value of each mask (what the operators pass back here); True is "top-left" too.
+CAUSAL_BY_MASK = {_library.MASK_NONE: False, _library.MASK_CAUSAL_TOP_LEFT: "top-left",
+                  _library.MASK_CAUSAL_BOTTOM_RIGHT: "bottom-right"}
+_CAUSAL = {**{causal: mask for mask, causal in CAUSAL_BY_MASK.items()}, True: _library.MASK_CAUSAL_TOP_LEFT}
 _TILE_FIELDS = ("block_m", "block_n", "warps", "stages")
 _FLOAT32_MAX = 3.4028234663852886e38
 # Option types whose equal values mean the same call (True == 1 == 1.0 as dict keys: a float causal or a
 # bool scale must not find the entry of a valid call).
 _CAUSAL_KEY_TYPES = (bool, int, str)
 _SCALE_KEY_TYPES = (type(None), float, int)
+_FLAG_TYPES = (type(None), bool)  # enable_gqa, deterministic: None (the default) or a bool
 _MAX_SIGNATURES = 1024  # a bound on the cache for callers with ever-changing shapes
 
 
-def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_lse: bool = False,
-              layout: str = "bhnd", config=None, out=None, lse_out=None, stream=None):
-    """Forward attention, o = softmax(scale * q k^T + mask) v, with fp32 accumulation.
+def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = None,
+              enable_gqa: Optional[bool] = None, return_lse: bool = False, layout: str = "bhnd", config=None,
+              out=None, lse_out=None, stream=None, deterministic: Optional[bool] = None):
+    """Forward attention, o = softmax(scale * q k^T + mask) v, with fp32 accumulation; differentiable for
+    torch tensors (autograd, torch.compile).
 
     q: [B, Hq, Nq, d]; k, v: [B, Hkv, Nk, d] (layout="bhnd", PyTorch SDPA's order; layout="bnhd" reads
     [B, N, H, d], FlashAttention's). Strides come from the tensors, so contiguous tensors, transposed views
@@ -41,43 +51,147 @@ def attention(q, k, v, *, causal=False, scale: Optional[float] = None, return_ls
 
     Tensors: torch tensors, or objects with __cuda_array_interface__ or __dlpack__ (these need out=, and
     lse_out= for the lse: only torch can allocate them here).
-    causal: False; True or "top-left" (key j visible to query i iff j <= i, SDPA's is_causal);
+    causal: False (default); True or "top-left" (key j visible to query i iff j <= i, SDPA's is_causal);
         "bottom-right" (j <= i + Nk - Nq, FlashAttention's). A query that sees no key gets 0 and lse -inf.
-    scale: softmax scale, default 1/sqrt(d); any finite value.
-    return_lse: also return the log-sum-exp, float32 [B, Hq, Nq], natural log.
+    is_causal: SDPA's name, True or False; give causal or is_causal, not both.
+    scale: softmax scale (SDPA's name), default 1/sqrt(d); any finite value.
+    enable_gqa: SDPA's flag. flashrtc always groups query heads over key/value heads; enable_gqa=False
+        refuses Hq != Hkv as SDPA does.
+    return_lse: also return the log-sum-exp, float32 [B, Hq, Nq], natural log (never differentiable).
     config: explicit tile (block_m, block_n, warps, stages), as a sequence, a mapping or an object with
         those attributes; default: flashrtc's table.
     out: where to write o (shape, dtype and device of q; any valid strides); default torch.empty_like(q).
     lse_out: where to write the lse (float32 [B, Hq, Nq], contiguous); implies it is computed.
     stream: CUstream handle or stream object; default: PyTorch's current stream on q's device for torch
         tensors, else the stream a __cuda_array_interface__ names, else the legacy default stream.
+    deterministic: for the backward pass (autograd): the same gradient bits on every run; default
+        torch.are_deterministic_algorithms_enabled(). The forward is deterministic anyway.
+
+    Autograd: when grad is enabled and a torch tensor among q, k, v requires grad, the call runs as the
+    operator flashrtc::attention_forward and loss.backward() computes dq, dk, dv with flashrtc's backward;
+    under torch.compile every call is that operator. Both need q, k, v as torch tensors and take neither
+    out=, lse_out= nor stream= (InvalidArgumentError): use torch.cuda.stream(...) for a stream.
 
     Asynchronous on that stream. Returns o, or (o, lse) with return_lse. Raises TypeError for objects that
     are not tensors, InvalidArgumentError (a ValueError) for wrong values, whichever side found them,
     LibraryNotFoundError when libflashrtc.so cannot be loaded, and the FlashrtcError subclass of the C
     API's status otherwise (NoDeviceError, NvrtcError with the compile log, DriverError, ...).
     """
+    if _compiling():
+        return _through_operator(q, k, v, merge_causal(causal, is_causal), scale, enable_gqa, return_lse, layout,
+                                 config, out, lse_out, stream, deterministic, traced=True)
+    if is_causal is None:
+        if causal is None:
+            causal = False
+    else:
+        causal = merge_causal(causal, is_causal)
     if (lse_out is None and stream is None and config is None and _torch_types.get(type(q))
             and type(k) is type(q) and type(v) is type(q) and q.is_cuda and k.is_cuda and v.is_cuda
             and (out is None or type(out) is type(q) and out.is_cuda) and type(causal) in _CAUSAL_KEY_TYPES
-            and type(scale) in _SCALE_KEY_TYPES and type(layout) is str):
-        key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
-               q.get_device(), k.get_device(), v.get_device(), causal, scale, bool(return_lse), layout,
-               None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()))
+            and type(scale) in _SCALE_KEY_TYPES and type(layout) is str and enable_gqa is not False
+            and type(enable_gqa) in _FLAG_TYPES and type(deterministic) in _FLAG_TYPES):
+        key = _signature_key(q, k, v, causal, scale, return_lse, layout, out)
         signature = _signatures.get(key)
         if signature is not None and not (signature.torch.is_grad_enabled()
                                           and (q.requires_grad or k.requires_grad or v.requires_grad)):
             return signature.run(q, k, v, out)
     else:
         key = None
-    call = prepare(q, k, v, causal=causal, scale=scale, return_lse=return_lse, layout=layout, config=config,
-                   out=out, lse_out=lse_out, stream=stream)
+    if _wants_grad(q, k, v):
+        return _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
+                                 stream, deterministic, traced=False)
+    check_flag(deterministic, "deterministic")
+    return _launch_and_remember(key, q, k, v, causal=causal, scale=scale, enable_gqa=enable_gqa,
+                                return_lse=return_lse, layout=layout, config=config, out=out, lse_out=lse_out,
+                                stream=stream)
+
+
+def forward_for_operator(q, k, v, causal, scale, layout, config):
+    """(o, lse) of CUDA torch tensors for the operator's real implementation: the signature cache and the
+    launch of attention(), without its autograd routing (the operator is autograd's business)."""
+    key = _signature_key(q, k, v, causal, scale, True, layout, None) if config is None else None
+    signature = _signatures.get(key) if key is not None else None
+    if signature is not None:
+        return signature.run(q, k, v, None)
+    return _launch_and_remember(key, q, k, v, causal=causal, scale=scale, enable_gqa=None, return_lse=True,
+                                layout=layout, config=config, out=None, lse_out=None, stream=None)
+
+
+def _signature_key(q, k, v, causal, scale, return_lse, layout, out) -> tuple:
+    return (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
+            q.get_device(), k.get_device(), v.get_device(), causal, scale, bool(return_lse), layout,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()))
+
+
+def _launch_and_remember(key, q, k, v, **options):
+    return_lse = options["return_lse"]
+    call = prepare(q, k, v, **options)
     launch(call)
     if key is not None:
         if len(_signatures) >= _MAX_SIGNATURES:
             _signatures.clear()
         _signatures[key] = _Signature(call, bool(return_lse))
     return (call.out, call.lse) if return_lse else call.out
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing this call (torch only looked up, never imported, here; a torch older
+    than torch.compiler has no operator path)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and hasattr(torch, "compiler") and torch.compiler.is_compiling()
+
+
+def _wants_grad(q, k, v) -> bool:
+    """A torch tensor among q, k, v requires grad with grad enabled: autograd must record the call. Another
+    object that says it requires grad is refused: flashrtc's gradients go through PyTorch's autograd only."""
+    tensors = []
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if kind_of(t) == KIND_TORCH:
+            tensors.append(t)
+        elif getattr(t, "requires_grad", False) is True:
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__} that requires grad: "
+                                       "flashrtc computes gradients through PyTorch's autograd only; pass torch "
+                                       "tensors (e.g. torch.from_dlpack)")
+    return bool(tensors) and _torch_api().is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream,
+                      deterministic, traced):
+    from . import _torch_ops  # imports torch and registers the operators; a plain import while compiling
+    return _torch_ops.attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
+                                stream, deterministic, traced)
+
+
+def merge_causal(causal, is_causal):
+    """causal from causal= and SDPA's is_causal= (at most one given; neither: False)."""
+    if is_causal is None:
+        return False if causal is None else causal
+    if causal is not None:
+        raise InvalidArgumentError(f"causal={causal!r} and is_causal={is_causal!r}: give one of them (is_causal "
+                                   "is SDPA's name for causal=True/False)")
+    if not isinstance(is_causal, bool):
+        raise InvalidArgumentError(f"is_causal={is_causal!r}: must be True or False (causal= also takes "
+                                   "'bottom-right')")
+    return is_causal
+
+
+def check_layout(layout) -> None:
+    if layout not in LAYOUTS:
+        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+
+
+def check_gqa(enable_gqa, heads_q, heads_kv) -> None:
+    """SDPA's enable_gqa: None and True allow Hq != Hkv (flashrtc always groups); False refuses it."""
+    check_flag(enable_gqa, "enable_gqa")
+    if enable_gqa is False and heads_q != heads_kv:
+        raise InvalidArgumentError(f"enable_gqa=False with {heads_q} query heads and {heads_kv} key/value heads: "
+                                   "they must match, as in SDPA; pass enable_gqa=True (or leave it out) for "
+                                   "grouped-query attention")
+
+
+def check_flag(value, name) -> None:
+    if type(value) not in _FLAG_TYPES:
+        raise InvalidArgumentError(f"{name}={value!r}: must be True, False or None")
 
 
 class Call(NamedTuple):
@@ -89,11 +203,10 @@ class Call(NamedTuple):
     torch_device: Optional[int]  # the device to make current for torch tensors
 
 
-def prepare(q, k, v, *, causal=False, scale=None, return_lse=False, layout="bhnd", config=None, out=None,
-            lse_out=None, stream=None) -> Call:
+def prepare(q, k, v, *, causal=False, scale=None, enable_gqa=None, return_lse=False, layout="bhnd", config=None,
+            out=None, lse_out=None, stream=None) -> Call:
     """Everything attention() does short of launching: checks, outputs, the C struct."""
-    if layout not in LAYOUTS:
-        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+    check_layout(layout)
     mask = _mask(causal)
     tile = _tile(config)
     scale = _scale(scale)
@@ -103,28 +216,9 @@ def prepare(q, k, v, *, causal=False, scale=None, return_lse=False, layout="bhnd
     handle = _resolve_stream(stream, q, kinds, torch_mode)
     export_stream = dlpack_stream(handle)
     qv, kv, vv = (view(name, x, export_stream) for name, x in (("q", q), ("k", k), ("v", v)))
-    for name, t in (("q", qv), ("k", kv), ("v", vv)):
-        if len(t.shape) != 4:
-            raise InvalidArgumentError(f"{name} has shape {t.shape}: expected 4 dims, {_LAYOUT_TEXT[layout]} "
-                                       f"(layout={layout!r})")
-    if qv.dtype not in _library.DTYPES:
-        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
-    for name, t in (("k", kv), ("v", vv)):
-        if t.dtype != qv.dtype:
-            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv = check_inputs({"q": qv, "k": kv, "v": vv}, layout)
     _check_same_device((("q", qv), ("k", kv), ("v", vv)))
-    if torch_mode:
-        _check_no_grad(q, k, v)
-
-    b, s, h, d = LAYOUTS[layout]
-    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
-    if kv.shape != vv.shape:
-        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
-    seqlen_kv, heads_kv = kv.shape[s], kv.shape[h]
-    if kv.shape[b] != batch:
-        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
-    if kv.shape[d] != head_dim:
-        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
+    check_gqa(enable_gqa, heads_q, heads_kv)
 
     torch_stream = _torch_stream(stream, handle, q) if torch_mode and stream is not None else None
     ov = _output_view(out, q, torch_mode, torch_stream, export_stream)
@@ -350,16 +444,48 @@ def _lse_view(given, shape, q, torch_mode, torch_stream, export_stream) -> _Outp
         with _maybe_stream(torch, torch_stream):
             given = torch.empty(shape, dtype=torch.float32, device=q.device)
     lv = view("lse_out", given, export_stream)
-    if lv.dtype != "float32":
-        raise InvalidArgumentError(f"lse_out has dtype {lv.dtype}: it must be float32")
-    if lv.shape != shape:
-        raise InvalidArgumentError(f"lse_out has shape {lv.shape}: it must be [B, Hq, Nq] = {list(shape)}")
-    expected = (shape[1] * shape[2], shape[2], 1)
-    if any(n > 1 and st != e for n, st, e in zip(shape, lv.strides, expected)):
-        raise InvalidArgumentError(f"lse_out has strides {lv.strides}: it must be contiguous")
+    check_lse("lse_out", lv, shape)
     if lv.readonly:
         raise InvalidArgumentError("lse_out is read-only")
     return _Output(given, lv)
+
+
+def check_inputs(views: dict, layout: str) -> tuple:
+    """The rules of q, k, v and any further tensors in views shaped like q (o, dout), forward and backward
+    alike; returns (batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv)."""
+    for name, t in views.items():
+        if len(t.shape) != 4:
+            raise InvalidArgumentError(f"{name} has shape {t.shape}: expected 4 dims, {_LAYOUT_TEXT[layout]} "
+                                       f"(layout={layout!r})")
+    qv, kv, vv = views["q"], views["k"], views["v"]
+    if qv.dtype not in _library.DTYPES:
+        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
+    for name, t in views.items():
+        if t.dtype != qv.dtype:
+            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    b, s, h, d = LAYOUTS[layout]
+    batch, seqlen_q, heads_q, head_dim = (qv.shape[i] for i in (b, s, h, d))
+    if kv.shape != vv.shape:
+        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
+    if kv.shape[b] != batch:
+        raise InvalidArgumentError(f"k has batch {kv.shape[b]}, q has {batch}: they must match")
+    if kv.shape[d] != head_dim:
+        raise InvalidArgumentError(f"k has head dim {kv.shape[d]}, q has {head_dim}: they must match")
+    for name, t in views.items():
+        if name not in ("q", "k", "v") and t.shape != qv.shape:
+            raise InvalidArgumentError(f"{name} has shape {t.shape}, q has {qv.shape}: they must match")
+    return batch, seqlen_q, heads_q, head_dim, kv.shape[s], kv.shape[h]
+
+
+def check_lse(name: str, lv: TensorView, shape: tuple) -> None:
+    """The lse's rules: float32 [B, Hq, Nq], contiguous."""
+    if lv.dtype != "float32":
+        raise InvalidArgumentError(f"{name} has dtype {lv.dtype}: it must be float32")
+    if lv.shape != shape:
+        raise InvalidArgumentError(f"{name} has shape {lv.shape}: it must be [B, Hq, Nq] = {list(shape)}")
+    expected = (shape[1] * shape[2], shape[2], 1)
+    if any(n > 1 and st != e for n, st, e in zip(shape, lv.strides, expected)):
+        raise InvalidArgumentError(f"{name} has strides {lv.strides}: it must be contiguous")
 
 
 class _NoContext:
@@ -380,13 +506,6 @@ def _check_same_device(named_views) -> None:
         if device != known[0][1]:
             raise InvalidArgumentError(f"{name} is on cuda:{device}, {known[0][0]} on cuda:{known[0][1]}: "
                                        "all tensors must be on one device")
-
-
-def _check_no_grad(*tensors) -> None:
-    import torch
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors if kind_of(t) == KIND_TORCH):
-        raise InvalidArgumentError("flashrtc.attention has no backward: call it under torch.no_grad() or "
-                                   "torch.inference_mode(), or pass tensors that do not require grad")
 
 
 def _tensor_struct(t: TensorView, layout: str) -> _library.Tensor:

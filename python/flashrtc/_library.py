@@ -10,7 +10,7 @@ import os
 import threading
 from pathlib import Path
 
-from ._errors import LibraryNotFoundError
+from ._errors import LibraryNotFoundError, UnsupportedError
 
 ENV_VARIABLE = "FLASHRTC_LIBRARY"
 # The unversioned name is a development symlink; the soname is what an install or a staged copy has.
@@ -36,6 +36,21 @@ class ForwardParams(ctypes.Structure):
                 ("lse", ctypes.c_void_p),
                 ("softmax_scale", ctypes.c_float), ("has_softmax_scale", ctypes.c_int32),
                 ("mask", ctypes.c_int32),
+                ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
+                ("stages", ctypes.c_int32),
+                ("stream", ctypes.c_void_p)]
+
+
+class BackwardParams(ctypes.Structure):
+    """flashrtc_backward_params, grown like ForwardParams (struct_size says which layout the caller knows)."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_kv", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor), ("d_o", Tensor),
+                ("lse", ctypes.c_void_p),
+                ("d_q", Tensor), ("d_k", Tensor), ("d_v", Tensor),
+                ("softmax_scale", ctypes.c_float), ("has_softmax_scale", ctypes.c_int32),
+                ("mask", ctypes.c_int32), ("deterministic", ctypes.c_int32),
                 ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("stages", ctypes.c_int32),
                 ("stream", ctypes.c_void_p)]
@@ -75,6 +90,17 @@ class Library:
         params_init = self._function("flashrtc_forward_params_init_sized", None, [params, ctypes.c_uint32])
         self._defaults = ForwardParams()
         params_init(self._defaults, ctypes.sizeof(ForwardParams))
+        # The backward entry points are optional, so a library built before them still serves the forward;
+        # new_backward_params() says what is missing when a backward is asked for.
+        self.backward = None
+        self._backward_defaults = None
+        if hasattr(cdll, "flashrtc_attention_backward") and hasattr(cdll, "flashrtc_backward_params_init_sized"):
+            backward_params = ctypes.POINTER(BackwardParams)
+            self.backward = self._function("flashrtc_attention_backward", ctypes.c_int, [backward_params])
+            backward_init = self._function("flashrtc_backward_params_init_sized", None,
+                                           [backward_params, ctypes.c_uint32])
+            self._backward_defaults = BackwardParams()
+            backward_init(self._backward_defaults, ctypes.sizeof(BackwardParams))
         self.last_error = self._function("flashrtc_last_error", ctypes.c_char_p, [])
         self.status_name = self._function("flashrtc_status_name", ctypes.c_char_p, [ctypes.c_int])
         self.version = self._function("flashrtc_version", ctypes.c_char_p, [])
@@ -82,6 +108,14 @@ class Library:
     def new_params(self) -> ForwardParams:
         """A struct with the library's defaults for this binding's layout."""
         return ForwardParams.from_buffer_copy(self._defaults)
+
+    def new_backward_params(self) -> BackwardParams:
+        """A backward struct with the library's defaults; UnsupportedError for a library without the backward
+        pass (built before it)."""
+        if self._backward_defaults is None:
+            raise UnsupportedError(f"flashrtc: {self.path} has no backward pass (flashrtc_attention_backward "
+                                   "is missing): it was built before the backward existed; rebuild it")
+        return BackwardParams.from_buffer_copy(self._backward_defaults)
 
     def _function(self, name, restype, argtypes):
         function = getattr(self.cdll, name)

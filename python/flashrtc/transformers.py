@@ -13,8 +13,8 @@ bidirectional (encoder) attention, GQA/MQA (no repeat of k and v), the model's s
 refuses, with NotImplementedError naming the reason, instead of computing something else: padding masks
 (a 2D attention_mask with any masked position; pad-free batches pass), 4D custom masks, sliding windows and
 other mask functions (packed sequences, or/and masks), a static cache whose key length does not end at the
-current query, attention dropout, position biases, softcapping, attention weights as output, and autograd
-(flashrtc has no backward pass yet). Needs transformers with AttentionInterface and AttentionMaskInterface
+current query, attention dropout, position biases, softcapping and attention weights as output. Training
+works as anywhere else: autograd goes through flashrtc's backward. Needs transformers with AttentionInterface and AttentionMaskInterface
 (4.50 or newer); importing this module does not import transformers.
 """
 from ._attention import attention

@@ -72,7 +72,7 @@ def build():
     """A fresh module object named torch."""
     torch = types.ModuleType("torch")
     addresses = itertools.count(0x7F0000000000, 0x1000000)
-    state = {"grad": True, "device": 0, "streams": {}, "allocations": 0}
+    state = {"grad": True, "device": 0, "streams": {}, "allocations": 0, "compiling": False}
     torch.Tensor, torch.dtype, torch.device = Tensor, dtype, device
     for name in _ITEM_SIZES:
         setattr(torch, name, dtype(name))
@@ -112,6 +112,7 @@ def build():
 
     torch.empty, torch.empty_like, torch.tensor_bhnd, torch.state = empty, empty_like, tensor_bhnd, state
     torch.is_grad_enabled = lambda: state["grad"]
+    torch.compiler = types.SimpleNamespace(is_compiling=lambda: state["compiling"])
     torch.cuda = types.SimpleNamespace(
         Stream=Stream, device=cuda_device, current_device=lambda: state["device"],
         current_stream=lambda index=None: Stream(state["streams"].get(index, 0)))

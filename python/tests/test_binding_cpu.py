@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
-from flashrtc import _attention, _library  # noqa: E402
+from flashrtc import _attention, _backward, _library  # noqa: E402
 assert not (INSTALLED and PYTHON_DIR in Path(flashrtc.__file__).resolve().parents), flashrtc.__file__
 from flashrtc._tensors import DLTensor  # noqa: E402
 
@@ -101,6 +101,21 @@ def qkvo(b=2, hq=4, hkv=2, nq=64, nk=128, d=64, typestr="<f2"):
 
 def lse_for(b=2, hq=4, nq=64, typestr="<f4", strides=None):
     return FakeCai((b, hq, nq), typestr, strides)
+
+
+def backward_args(b=2, hq=4, hkv=2, nq=64, nk=128, d=64, typestr="<f2"):
+    """dout, q, k, v, o, lse of a forward in [B, H, N, d] order, and dq, dk, dv: keyword arguments of
+    flashrtc.attention_backward."""
+    q, k, v, o = qkvo(b, hq, hkv, nq, nk, d, typestr)
+    return dict(dout=FakeCai((b, hq, nq, d), typestr), q=q, k=k, v=v, o=o, lse=lse_for(b, hq, nq),
+                dq=FakeCai((b, hq, nq, d), typestr), dk=FakeCai((b, hkv, nk, d), typestr),
+                dv=FakeCai((b, hkv, nk, d), typestr))
+
+
+def call_backward(args, **options):
+    args = dict(args, **options)
+    tensors = [args.pop(name) for name in ("dout", "q", "k", "v", "o", "lse")]
+    return flashrtc.attention_backward(*tensors, **args)
 
 
 def run_python(code, **env):
@@ -181,6 +196,14 @@ class StructLayout(unittest.TestCase):
                    "stream": 256}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
 
+    def test_backward_matches_the_c_header(self):
+        P = _library.BackwardParams
+        self.assertEqual(ctypes.sizeof(P), 424)
+        offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "head_dim": 48, "q": 56, "o": 176, "d_o": 216,
+                   "lse": 256, "d_q": 264, "d_k": 304, "d_v": 344, "softmax_scale": 384, "has_softmax_scale": 388,
+                   "mask": 392, "deterministic": 396, "block_m": 400, "stages": 412, "stream": 416}
+        self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
     @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
     def test_the_library_fills_the_size_and_defaults(self):
         p = _library.load().new_params()
@@ -234,7 +257,7 @@ class ArgumentErrors(unittest.TestCase):
     def test_options(self):
         q, k, v, o = qkvo()
         self.invalid("layout='bshd'", q, k, v, out=o, layout="bshd")
-        for causal in ("yes", 2, None, "causal"):
+        for causal in ("yes", 2, "causal", 1.0):
             self.invalid("causal=", q, k, v, out=o, causal=causal)
         self.invalid("give 4 values", q, k, v, out=o, config=(64, 64, 4))
         self.invalid("warps=0 must be a positive integer", q, k, v, out=o, config=(64, 64, 0, 1))
@@ -246,6 +269,21 @@ class ArgumentErrors(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "stream"):
             flashrtc.attention(q, k, v, out=o, stream="default")
         self.invalid("stream=-1: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
+
+    def test_sdpa_keywords(self):
+        q, k, v, o = qkvo(hq=4, hkv=2)
+        self.invalid("causal=True and is_causal=True: give one of them", q, k, v, out=o, causal=True, is_causal=True)
+        self.invalid("causal=False and is_causal=True", q, k, v, out=o, causal=False, is_causal=True)
+        self.invalid("is_causal='bottom-right': must be True or False", q, k, v, out=o, is_causal="bottom-right")
+        self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", q, k, v, out=o, enable_gqa=False)
+        self.invalid("enable_gqa='yes': must be True, False or None", q, k, v, out=o, enable_gqa="yes")
+        self.invalid("deterministic=1: must be True, False or None", q, k, v, out=o, deterministic=1)
+
+    def test_a_non_torch_tensor_that_requires_grad(self):
+        q, k, v, o = qkvo()
+        k.requires_grad = True
+        self.invalid("k is a __main__.FakeCai that requires grad: flashrtc computes gradients through PyTorch's "
+                     "autograd only", q, k, v, out=o)
 
     def test_outputs_of_non_torch_inputs_must_be_given(self):
         q, k, v, o = qkvo()
@@ -265,6 +303,61 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("not multiples of the element size 2", FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128, 3)),
                      k, v, out=o)
         self.invalid("masked arrays", FakeCai((2, 4, 64, 64), mask=object()), k, v, out=o)
+
+
+class BackwardArgumentErrors(unittest.TestCase):
+    """attention_backward's mistakes found in Python: each names the tensor, before the library is needed
+    (so before anything could be launched or a gradient written)."""
+
+    def invalid(self, fragment, **changes):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            call_backward(backward_args(), **changes)
+        self.assertIn(fragment, str(caught.exception))
+        self.assertIsNone(caught.exception.status)
+
+    def test_a_forward_without_lse(self):
+        self.invalid("lse is None: the backward needs the forward's log-sum-exp", lse=None)
+
+    def test_shapes(self):
+        self.invalid("dout has shape (2, 4, 64, 32), q has (2, 4, 64, 64)", dout=FakeCai((2, 4, 64, 32)))
+        self.invalid("o has shape (2, 4, 63, 64), q has (2, 4, 64, 64)", o=FakeCai((2, 4, 63, 64)))
+        self.invalid("dout has shape (2, 4, 64): expected 4 dims", dout=FakeCai((2, 4, 64)))
+        self.invalid("k has shape (2, 2, 128, 64) and v (2, 2, 100, 64)", v=FakeCai((2, 2, 100, 64)))
+        self.invalid("lse has shape (2, 4, 65): it must be [B, Hq, Nq] = [2, 4, 64]", lse=lse_for(nq=65))
+        self.invalid("dq has shape (2, 4, 64, 32), q has (2, 4, 64, 64)", dq=FakeCai((2, 4, 64, 32)))
+        self.invalid("dk has shape (2, 4, 128, 64), k has (2, 2, 128, 64)", dk=FakeCai((2, 4, 128, 64)))
+
+    def test_dtypes(self):
+        self.invalid("dout has dtype float32, q has float16", dout=FakeCai((2, 4, 64, 64), "<f4"))
+        self.invalid("o has dtype float32, q has float16", o=FakeCai((2, 4, 64, 64), "<f4"))
+        self.invalid("lse has dtype float16: it must be float32", lse=lse_for(typestr="<f2"))
+        self.invalid("dv has dtype float32, v has float16", dv=FakeCai((2, 2, 128, 64), "<f4"))
+
+    def test_strides_and_read_only_outputs(self):
+        self.invalid("lse has strides (512, 64, 1): it must be contiguous", lse=lse_for(strides=(2048, 256, 4)))
+        self.invalid("not multiples of the element size 2", dout=FakeCai((2, 4, 64, 64), strides=(32768, 8192, 128, 3)))
+        self.invalid("dq is read-only", dq=FakeCai((2, 4, 64, 64), readonly=True))
+
+    def test_devices(self):
+        args = backward_args()
+        for name in ("dout", "o", "lse", "dq"):
+            shape = args[name].interface["shape"]
+            typestr = args[name].interface["typestr"]
+            devices = {n: FakeDLPack(args[n].interface["shape"], code=2, bits=int(args[n].interface["typestr"][2:]) * 8)
+                       for n in args}
+            devices[name] = FakeDLPack(shape, code=2, bits=int(typestr[2:]) * 8, device_id=1)
+            with self.subTest(tensor=name), self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+                call_backward(devices)
+            self.assertIn(f"{name} is on cuda:1, q on cuda:0", str(caught.exception))
+
+    def test_outputs_of_non_torch_inputs_must_be_given(self):
+        self.invalid("pass dq=, dk= and dv=", dq=None)
+
+    def test_options(self):
+        self.invalid("causal='yes'", causal="yes")
+        self.invalid("layout='bshd'", layout="bshd")
+        self.invalid("deterministic=1: must be True or False", deterministic=1)
+        self.invalid("warps=0 must be a positive integer", config=(64, 64, 0, 1))
 
 
 class ForeignBounds(unittest.TestCase):
@@ -438,6 +531,54 @@ class Marshalling(unittest.TestCase):
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class BackwardMarshalling(unittest.TestCase):
+    """What reaches the backward's C struct; a library built before the backward refuses it clearly."""
+
+    def setUp(self):
+        self.has_backward = _library.load().backward is not None
+
+    def test_a_library_without_the_backward_says_so(self):
+        if self.has_backward:
+            self.skipTest("this libflashrtc has the backward")
+        with self.assertRaises(flashrtc.UnsupportedError) as caught:
+            call_backward(backward_args())
+        self.assertIn("has no backward pass (flashrtc_attention_backward is missing)", str(caught.exception))
+        self.assertIn(LIBRARY, str(caught.exception))
+        flashrtc.library_version()  # the forward's entry points still serve
+
+    def test_fields(self):
+        if not self.has_backward:
+            self.skipTest("this libflashrtc predates the backward")
+        args = backward_args(b=2, hq=4, hkv=2, nq=64, nk=128, d=64)
+        dout, q, k, v, o, lse = (args.pop(name) for name in ("dout", "q", "k", "v", "o", "lse"))
+        call = _backward.prepare_backward(dout, q, k, v, o, lse, causal="bottom-right", scale=-0.5,
+                                          deterministic=True, config=(64, 32, 4, 1), stream=0x1230, **args)
+        p = call.params
+        self.assertEqual(p.struct_size, ctypes.sizeof(_library.BackwardParams))
+        self.assertEqual((p.dtype, p.batch, p.seqlen_q, p.seqlen_kv, p.heads_q, p.heads_kv, p.head_dim),
+                         (1, 2, 64, 128, 4, 2, 64))
+        ptr = lambda x: x.interface["data"][0]  # noqa: E731
+        self.assertEqual((p.q.data, p.k.data, p.v.data, p.o.data, p.d_o.data, p.lse),
+                         (ptr(q), ptr(k), ptr(v), ptr(o), ptr(dout), ptr(lse)))
+        self.assertEqual((p.d_q.data, p.d_k.data, p.d_v.data), (ptr(args["dq"]), ptr(args["dk"]), ptr(args["dv"])))
+        strides = lambda t: (t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim)  # noqa: E731
+        self.assertEqual(strides(p.d_o), (4 * 64 * 64, 64, 64 * 64, 1))
+        self.assertEqual(strides(p.d_k), (2 * 128 * 64, 64, 128 * 64, 1))
+        self.assertEqual((p.mask, p.has_softmax_scale, p.softmax_scale, p.deterministic), (2, 1, -0.5, 1))
+        self.assertEqual((p.block_m, p.block_n, p.warps, p.stages, p.stream), (64, 32, 4, 1, 0x1230))
+        self.assertEqual(call.gradients, (args["dq"], args["dk"], args["dv"]))
+        p = _backward.prepare_backward(dout, q, k, v, o, lse, **args).params
+        self.assertEqual((p.mask, p.has_softmax_scale, p.deterministic, p.block_m, p.stream), (0, 0, 0, 0, None))
+
+    @unittest.skipIf(gpu_present(), "a GPU is present: a valid call would launch on fake pointers")
+    def test_a_valid_call_reaches_the_device_check(self):
+        if not self.has_backward:
+            self.skipTest("this libflashrtc predates the backward")
+        with self.assertRaises(flashrtc.NoDeviceError):
+            call_backward(backward_args(), causal=True)
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
 class TorchSignatureCache(unittest.TestCase):
     """Repeated torch calls (fake_torch.py) reuse their signature's struct: what reaches the C function must
     be what a fresh prepare() builds, with this call's pointers and stream, and nothing a changed signature
@@ -457,7 +598,17 @@ class TorchSignatureCache(unittest.TestCase):
         self.library.forward = recorder
         self.signatures = _attention._signatures
 
+        self.operator_calls = []  # what would have gone to the torch.library operator (needs real torch)
+
+        def through_operator(*args, traced):
+            self.operator_calls.append(args + (traced,))
+            return "operator"
+
+        self.saved_through_operator = _attention._through_operator
+        _attention._through_operator = through_operator
+
     def tearDown(self):
+        _attention._through_operator = self.saved_through_operator
         del self.library.forward  # the instance attribute shadowed the class's; back to the C function
         self.installed.__exit__(None, None, None)
 
@@ -538,14 +689,51 @@ class TorchSignatureCache(unittest.TestCase):
         with self.assertRaises(flashrtc.InvalidArgumentError):
             flashrtc.attention(q, k, v, scale=1, causal=True, layout="bshd")
         needs_grad = torch.tensor_bhnd((1, 2, 5, 64), requires_grad=True)
-        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "no backward"):
-            flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
-        torch.state["grad"] = False  # under no_grad the same tensor is fine
+        calls = len(self.structs)
+        self.assertEqual(flashrtc.attention(needs_grad, k, v, scale=1, causal=True), "operator")
+        self.assertEqual(len(self.structs), calls)  # not launched here: autograd's operator does it
+        torch.state["grad"] = False  # under no_grad the same tensor takes the plain path
         flashrtc.attention(needs_grad, k, v, scale=1, causal=True)
+        self.assertEqual(len(self.structs), calls + 1)
         on_cpu = [torch.tensor_bhnd((1, 2, 5, 64), device_type="cpu") for _ in range(3)]
         with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "CUDA tensors"):
             flashrtc.attention(*on_cpu, scale=1, causal=True)
         self.assertEqual(len(self.signatures), 1)
+
+    def test_autograd_and_compiling_go_to_the_operator(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v, causal=True)  # cached for the plain path
+        needs_grad = torch.tensor_bhnd((1, 2, 5, 64), requires_grad=True)
+        for args in ((needs_grad, k, v), (q, k, needs_grad)):
+            self.assertEqual(flashrtc.attention(*args, is_causal=True, scale=0.5, deterministic=True), "operator")
+            self.assertEqual(self.operator_calls[-1], args + (True, 0.5, None, False, "bhnd", None, None, None, None,
+                                                              True, False))
+        torch.state["compiling"] = True  # every call, grad or not, before any check or cache lookup
+        self.assertEqual(flashrtc.attention(q, k, v, causal=True, return_lse=True), "operator")
+        self.assertEqual(self.operator_calls[-1], (q, k, v, True, None, None, True, "bhnd", None, None, None, None,
+                                                   None, True))
+        self.assertEqual(len(self.structs), 1)
+
+    def test_sdpa_keywords_share_the_signature_of_their_meaning(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        flashrtc.attention(q, k, v, causal=True)
+        for kwargs in ({"is_causal": True}, {"is_causal": True, "enable_gqa": True},
+                       {"causal": True, "enable_gqa": None, "deterministic": False}):
+            flashrtc.attention(q, k, v, **kwargs)
+            self.assertEqual(self.last().mask, 1)
+        flashrtc.attention(q, k, v, is_causal=False)
+        self.assertEqual(self.last().mask, 0)
+        self.assertEqual(len(self.signatures), 2)
+        flashrtc.attention(q, k, v, causal=True, enable_gqa=False)  # checked each time: Hq == Hkv here
+        self.assertEqual(self.last().mask, 1)
+        gqa_k, gqa_v = (torch.tensor_bhnd((1, 1, 5, 64)) for _ in range(2))
+        flashrtc.attention(q, gqa_k, gqa_v)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "enable_gqa=False with 2 query heads"):
+            flashrtc.attention(q, gqa_k, gqa_v, enable_gqa=False)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "give one of them"):
+            flashrtc.attention(q, k, v, causal=True, is_causal=True)
 
     def test_the_tensors_device_is_current_during_the_call(self):
         torch = self.torch

@@ -316,10 +316,11 @@ class OtherInterfacesAndErrors(unittest.TestCase):
         with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "k has dtype bfloat16, q has float16"):
             flashrtc.attention(q, q.bfloat16(), q)
         grad = q.clone().requires_grad_()
-        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "no backward"):
-            flashrtc.attention(grad, q, q)
+        self.assertIsNotNone(flashrtc.attention(grad, q, q).grad_fn)  # recorded (test_autograd_gpu.py checks it)
         with torch.no_grad():
-            flashrtc.attention(grad, q, q)
+            self.assertIsNone(flashrtc.attention(grad, q, q).grad_fn)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "out= is not supported under autograd"):
+            flashrtc.attention(grad, q, q, out=torch.empty_like(q))
         with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "stride_dim"):
             flashrtc.attention(q.transpose(2, 3), q, q)
 

@@ -78,6 +78,27 @@ class Table(unittest.TestCase):
                       % math.sqrt(0.8 * 0.5), summary)
         self.assertIn("bf16: flashrtc / sdpa-flash: geometric mean 2.00 over 2 shapes, 0 below 1", summary)
 
+    def test_backward_rows_get_a_mode_column_and_their_own_summary(self):
+        errors = dict(max_abs_err=1e-3, sdpa_max_abs_err=1e-3)
+        rows = [row("flashrtc", 300.0, mode="bwd", **errors), row("sdpa-flash", 250.0, mode="bwd"),
+                row("sdpa-cudnn", 500.0, mode="bwd"), row("flashrtc", 330.0, mode="fwd+bwd", **errors),
+                row("sdpa-flash", 300.0, mode="fwd+bwd")]
+        heading, lines, summary = compare.table(rows, list(compare.BACKWARD_PEERS))
+        self.assertTrue(heading[1].startswith("mode"))
+        self.assertEqual([line.split()[0] for line in lines], ["bwd", "fwd+bwd"])
+        self.assertEqual(lines[0].split("|")[2].split(), ["1.20", "0.60"])
+        self.assertIn("bf16 bwd: flashrtc / sdpa-flash: geometric mean 1.20 over 1 shapes, 0 below 1", summary)
+        self.assertIn("bf16 fwd+bwd: flashrtc / sdpa-flash: geometric mean 1.10 over 1 shapes, 0 below 1", summary)
+
+    def test_op_and_its_default_peers(self):
+        a = compare.parse_args([])
+        self.assertEqual((a.op, a.peer_names), ("fwd", list(compare.DEFAULT_PEERS)))
+        a = compare.parse_args(["--op", "bwd"])
+        self.assertEqual(a.peer_names, ["sdpa-flash", "sdpa-cudnn"])
+        self.assertEqual(compare.MODES[a.op], ("bwd", "fwd+bwd"))
+        self.assertEqual(compare.parse_args(["--op", "bwd", "--providers", "sdpa-cudnn"]).peer_names, ["sdpa-cudnn"])
+        self.assertEqual(run("--op", "backward").returncode, 2)
+
     def test_a_mismatch_shows(self):
         rows = [row("flashrtc", None, mismatch=True, max_abs_err=0.5, sdpa_max_abs_err=1e-3), row("sdpa-flash", 200.0)]
         _, lines, summary = compare.table(rows, ["sdpa-flash"])

@@ -1,0 +1,148 @@
+"""flashrtc's attention as PyTorch operators (torch.library), so autograd records it and torch.compile traces
+it without graph breaks:
+
+    flashrtc::attention_forward(q, k, v, mask, scale, layout, tile, deterministic) -> (o, lse)
+    flashrtc::attention_backward(dout, q, k, v, o, lse, mask, scale, layout, deterministic) -> (dq, dk, dv)
+
+Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
+real one) and the forward has register_autograd (saves q, k, v, o, lse; gradients for q, k, v). The real
+implementations run eagerly, also under torch.compile, so they take PyTorch's current stream as any eager
+call does. torch.compile traces the operators; an eager call under autograd runs the same formula as an
+autograd.Function with the CUDA implementations called directly (_EagerAttention: a fraction of the host
+cost). flashrtc.attention imports this module (and so torch) only for a call that needs it.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+
+from . import _attention, _backward
+from ._attention import CAUSAL_BY_MASK, LAYOUTS
+from ._errors import InvalidArgumentError, UnsupportedError
+
+if not hasattr(torch.library, "custom_op"):
+    raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
+                           f"custom_op); this is torch {torch.__version__}: call it under torch.no_grad() here")
+Tensor = torch.Tensor
+
+
+def forward_outputs(q: Tensor, layout: str) -> Tuple[Tensor, Tensor]:
+    """o and lse as the real forward allocates them (torch.empty_like(q); float32 [B, Hq, Nq] contiguous)."""
+    if q.dim() != 4:
+        raise InvalidArgumentError(f"q has shape {tuple(q.shape)}: expected 4 dims, "
+                                   f"{_attention._LAYOUT_TEXT[layout]} (layout={layout!r})")
+    b, s, h, _ = LAYOUTS[layout]
+    lse = torch.empty((q.shape[b], q.shape[h], q.shape[s]), dtype=torch.float32, device=q.device)
+    return torch.empty_like(q), lse
+
+
+def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv as the real backward allocates them."""
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _forward_cuda(q, k, v, mask, scale, layout, tile):
+    return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
+
+
+def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    dq, dk, dv = backward_outputs(q, k, v)
+    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
+                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
+    return dq, dk, dv
+
+
+@torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
+def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
+                      tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
+    """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
+    return _forward_cuda(q, k, v, mask, scale, layout, tile)
+
+
+@attention_forward.register_fake
+def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
+    return forward_outputs(q, layout)
+
+
+@torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
+def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
+                       scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
+
+
+@attention_backward.register_fake
+def _attention_backward_fake(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    return backward_outputs(q, k, v)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.options = (mask, scale, layout, deterministic)
+    ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
+
+
+def _gradients(ctx, dout, _dlse, backward=None):
+    q, k, v, o, lse = ctx.saved_tensors
+    if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
+        dout = torch.empty_like(o).copy_(dout)
+    dq, dk, dv = (backward or torch.ops.flashrtc.attention_backward.default)(dout, q, k, v, o, lse, *ctx.options)
+    return dq, dk, dv, None, None, None, None, None
+
+
+attention_forward.register_autograd(_gradients, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The operator's autograd formula (_setup_context, _gradients) for eager calls, with the CUDA
+    implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
+    trips cost several times a whole SDPA call of host time (README, "Autograd and torch.compile").
+    Tensors on another device go through the operators (which have no kernel for them unless one is
+    registered, as python/tests/test_torch_op_cpu.py does)."""
+
+    @staticmethod
+    def forward(q, k, v, mask, scale, layout, tile, deterministic):
+        if q.is_cuda:
+            return _forward_cuda(q, k, v, mask, scale, layout, tile)
+        return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable  # the kernels' gradients are not recorded: no double backward
+    def backward(ctx, dout, dlse):
+        return _gradients(ctx, dout, dlse, _backward_cuda if dout.is_cuda else None)
+
+
+# Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its
+# outputs: so its argument checks run as plain Python, and a mistake raises InvalidArgumentError (inside
+# torch.compile's error) with flashrtc's message rather than a graph break on the raise.
+@torch.compiler.allow_in_graph
+def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream, deterministic,
+              traced):
+    """flashrtc.attention's call as the forward operator (traced: under torch.compile), or its eager twin
+    _EagerAttention (autograd)."""
+    for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
+        if given is not None:
+            raise InvalidArgumentError(f"{name}= is not supported under autograd or torch.compile (the operator "
+                                       "allocates its outputs on the current stream; for another stream, call "
+                                       "inside `with torch.cuda.stream(s):`)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
+                                       "or torch.compile q, k and v must all be torch tensors")
+    _attention.check_layout(layout)
+    mask = _attention._mask(causal)
+    scale = _attention._scale(scale)
+    tile = list(_attention._tile(config)) if config is not None else []
+    if q.dim() == 4 and k.dim() == 4:
+        h = LAYOUTS[layout][2]
+        _attention.check_gqa(enable_gqa, q.shape[h], k.shape[h])
+    _attention.check_flag(deterministic, "deterministic")
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    args = (q, k, v, mask, scale, layout, tile, deterministic)
+    o, lse = torch.ops.flashrtc.attention_forward.default(*args) if traced else _EagerAttention.apply(*args)
+    return (o, lse) if return_lse else o
