@@ -185,7 +185,9 @@ std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layou
     try {
       const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
       ForwardSpec spec = select_forward_spec(p);
-      spec.tile = tile.resolve(config_query(p), target).config;
+      const ConfigResolution resolution = tile.resolve(config_query(p), target);
+      spec.tile = resolution.config;
+      spec.family = resolution.family;
       specs.push_back(spec);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;

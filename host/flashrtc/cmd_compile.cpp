@@ -236,6 +236,7 @@ int execute_compile(const CompileOptions& options) {
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
   spec.tile = resolution.config;
+  spec.family = resolution.family;
   const CompiledKernelInfo info = compile_forward(spec, arch);
   if (options.json) {
     print_json_document(

@@ -91,7 +91,7 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily&) { return *q.explicit_config; });
   else if (!override_fields.empty())
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily& f) {
-      return override_fields.apply(f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv));
+      return override_fields.apply(f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch));
     });
   const KernelFamily& family = *choice.family;
   r.family = &family;

@@ -98,7 +98,14 @@ CompiledKernelInfo compile_forward(const ForwardSpec& spec, const std::string& a
     if (!is_supported_head_dim(spec.head_dim))
       throw Error(ErrorCode::kInvalidArgument,
                   "head_dim=" + std::to_string(spec.head_dim) + ": must be a multiple of 8 from 8 to 256");
+    // The best family for arch that can build the tile (as for a call with an explicit tile); none: the
+    // best family, whose check names what is wrong.
     bound.family = select_kernel_family(Operation::kForward, spec.dtype, spec.head_dim, arch).family;
+    for (const KernelFamily* family : serving_kernel_families(Operation::kForward, spec.dtype, spec.head_dim, arch))
+      if (family->check_config(spec.dtype, spec.head_dim, spec.tile, kSmemBytesSm90).empty()) {
+        bound.family = family;
+        break;
+      }
   }
   const auto request = detail::family_compile_request(bound, arch);
   CacheSource source = CacheSource::kCompiled;

@@ -139,7 +139,7 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   Sandbox box("flashrtc-cli-config");
   const std::vector<std::string> call = {"config", "--dtype", "fp16", "--head-dim", "64", "--seqlen", "3000"};
   std::vector<std::string> on_h200 = call;
-  for (const char* arg : {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90a"}) on_h200.push_back(arg);
+  for (const char* arg : {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90"}) on_h200.push_back(arg);
 
   const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90);
   Result r = box.run(on_h200);
@@ -164,12 +164,12 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   const TileConfig tuned = pair->first, with_env = pair->second;
   const std::string env_text = test::single_field_override(tuned, with_env);
   record_tuning_entry(test::make_entry(
-      make_tuning_key("Test GPU 141GB", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
+      make_tuning_key("Test GPU 141GB", "sm_90", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
   r = box.run(on_h200);
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config:") == "config:     " + to_string(tuned));
   CHECK(line_of(r.out, "source:")
-            .rfind("source:     tuned (tuning database entry for Test GPU 141GB sm_90a", 0) == 0);
+            .rfind("source:     tuned (tuning database entry for Test GPU 141GB sm_90", 0) == 0);
   CHECK(line_of(r.out, "tuning db:").find("(1 entries)") != std::string::npos);
 
   r = box.run(on_h200, {{"FLASHRTC_CONFIG", env_text}});
@@ -210,10 +210,10 @@ TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes
   Sandbox box("flashrtc-cli-dry-run");
   const fs::path json_path = box.tuning.dir() / "rows.json";
   const Result r = box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--dry-run",
-                            "--arch", "sm_90a", "--json", json_path.string()});
+                            "--arch", "sm_90", "--json", json_path.string()});
   REQUIRE(r.exit_code == 0);
   const auto expected =
-      tuning_candidates(DType::kBFloat16, 128, 4096, 4096, TuneSpace::kQuick, assumed_sm_limits("sm_90a"));
+      tuning_candidates(DType::kBFloat16, 128, 4096, 4096, TuneSpace::kQuick, assumed_sm_limits("sm_90"));
   CHECK(r.out.find("space:     quick: " + std::to_string(expected.size()) + " of the") != std::string::npos);
   CHECK(r.out.find("dry run: nothing compiled, timed or written") != std::string::npos);
   const json rows = json::parse(test::read_text(json_path));
@@ -227,7 +227,7 @@ TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes
     CHECK(row.at("status") == "not run");
     CHECK(row.at("smem_bytes") == forward_smem_bytes(DType::kBFloat16, 128, expected[i]));
   }
-  CHECK(rows.at("arch") == "sm_90a");
+  CHECK(rows.at("arch") == "sm_90");
   CHECK_FALSE(fs::exists(box.tuning.db()));
   CHECK(cache_entry_count() == 0);
 
@@ -420,14 +420,14 @@ TEST_CASE(
   REQUIRE(tiles.has_value());
   const auto [tuned, with_env, given] = *tiles;
   record_tuning_entry(test::make_entry(
-      make_tuning_key("Test GPU 141GB", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
+      make_tuning_key("Test GPU 141GB", "sm_90", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), tuned));
   const std::map<std::string, std::string> env = {
       {"FLASHRTC_CONFIG", test::single_field_override(tuned, with_env)}};
   const std::string option = differing_option(with_env, given);
   const std::string value = test::single_field_override(with_env, given).substr(option.size() - 1);
   INFO("tuned " << to_string(tuned) << ", FLASHRTC_CONFIG " << env.at("FLASHRTC_CONFIG") << ", " << option
                 << " " << value);
-  const std::vector<std::string> gpu = {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90a"};
+  const std::vector<std::string> gpu = {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90"};
   const std::vector<std::string> call = {"--dtype", "fp16", "--head-dim", "64", "--mask", "none"};
 
   for (const bool with_option : {false, true}) {
@@ -668,7 +668,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   // config: the resolution, and the same tile the text output names, tuned or not.
   const std::vector<std::string> config = {"config",     "--json", "--dtype",    "fp16",
                                            "--head-dim", "64",     "--seqlen",   "3000",
-                                           "--arch",     "sm_90a", "--gpu-name", "Test GPU"};
+                                           "--arch",     "sm_90", "--gpu-name", "Test GPU"};
   r = box.run(config);
   REQUIRE(r.exit_code == 0);
   doc = json::parse(r.out);
@@ -677,8 +677,8 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   CHECK(doc.at("source") == "default");
   CHECK(doc.at("tuned").is_null());
   CHECK(doc.at("family").get<std::string>() ==
-        select_kernel_family(Operation::kForward, DType::kFloat16, 64, "sm_90a").family->name);
-  CHECK(doc.at("tuning_key").get<std::string>().rfind("Test GPU sm_90a", 0) == 0);
+        select_kernel_family(Operation::kForward, DType::kFloat16, 64, "sm_90").family->name);
+  CHECK(doc.at("tuning_key").get<std::string>().rfind("Test GPU sm_90", 0) == 0);
   CHECK(
       doc.at("call") ==
       json({{"dtype", "fp16"}, {"head_dim", 64}, {"mask", "none"}, {"seqlen_q", 3000}, {"seqlen_kv", 3000}}));
@@ -689,7 +689,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
       std::find_if(space.begin(), space.end(), [&](const TileConfig& c) { return !(c == fallback); });
   REQUIRE(other != space.end());
   record_tuning_entry(test::make_entry(
-      make_tuning_key("Test GPU", "sm_90a", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), *other));
+      make_tuning_key("Test GPU", "sm_90", DType::kFloat16, 64, MaskKind::kNone, 4096, 4096), *other));
   doc = json::parse(box.run(config).out);
   CHECK(doc.at("config") == tile_json(*other));
   CHECK(doc.at("source") == "tuned");

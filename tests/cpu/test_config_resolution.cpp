@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/helpers/runtime_test_util.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config_resolution.hpp"
@@ -17,7 +18,9 @@ using namespace flashrtc;
 
 namespace {
 
-const DeviceTarget kTarget{"Test GPU 80GB", "sm_90a", kSmemBytesSm90};
+// sm_90 (not sm_90a): the order of sources is tested on the portable family the helpers enumerate; the
+// Hopper family's own choice is the last case.
+const DeviceTarget kTarget{"Test GPU 80GB", "sm_90", kSmemBytesSm90};
 
 ConfigQuery query(DType dtype = DType::kBFloat16, int head_dim = 128, std::int64_t seqlen = 4096) {
   return {dtype, head_dim, MaskKind::kNone, seqlen, seqlen, std::nullopt};
@@ -142,7 +145,7 @@ TEST_CASE("resolution: a tuned entry applies to its GPU, arch and sequence-lengt
 
   const DeviceTarget other_gpu{"Another GPU", kTarget.arch, kTarget.smem_limit_bytes};
   CHECK(resolve_forward_config(q, other_gpu).source == ConfigSource::kDefault);
-  const DeviceTarget other_arch{kTarget.gpu_name, "sm_90", kTarget.smem_limit_bytes};
+  const DeviceTarget other_arch{kTarget.gpu_name, "sm_100", kTarget.smem_limit_bytes};
   CHECK(resolve_forward_config(q, other_arch).source == ConfigSource::kDefault);
 
   // Without a device nothing is keyed: no tuned entry can apply.
@@ -260,4 +263,38 @@ TEST_CASE("select_forward_spec resolves through FLASHRTC_CONFIG (no GPU: sm_80's
     // attention_forward resolves the same way; without a GPU it fails for the device first or for the tile.
     CHECK(test::expect_error([&] { attention_forward(p); }).code() != ErrorCode::kInternal);
   }
+}
+
+TEST_CASE("resolution on sm_90a: the Hopper family, and a tile only another family builds picks that family") {
+  test::TuningSandbox sandbox("flashrtc-resolve-hopper");
+  const DeviceTarget hopper{"Test GPU 80GB", "sm_90a", kSmemBytesSm90};
+  ConfigQuery q = query();
+  CHECK(resolve_forward_config(q, hopper).family->name == "wgmma");
+  // An mma.sync tile given with the call (4 warps: no warp-specialized layout) runs on mma.
+  q.explicit_config = TileConfig{128, 64, 4, 2};
+  const ConfigResolution mma = resolve_forward_config(q, hopper);
+  CHECK(mma.family->name == "mma");
+  CHECK(mma.config == *q.explicit_config);
+  REQUIRE(!mma.family_passed_over.empty());
+  CHECK(mma.family_passed_over.back().find("wgmma: cannot build the requested tile") != std::string::npos);
+  // A Hopper tile stays on wgmma.
+  q.explicit_config = TileConfig{128, 128, 12, 2};
+  CHECK(resolve_forward_config(q, hopper).family->name == "wgmma");
+  // A tile no family builds is refused by the best family's rule.
+  q.explicit_config = TileConfig{128, 128, 5, 2};
+  CHECK(test::expect_error([&] { resolve_forward_config(q, hopper); }).code() == ErrorCode::kInvalidArgument);
+  // Strides no TMA map describes: mma, with the reason.
+  q.explicit_config.reset();
+  q.traits = 0;
+  const ConfigResolution strided = resolve_forward_config(q, hopper);
+  CHECK(strided.family->name == "mma");
+  CHECK(strided.family_passed_over[0].find("TMA") != std::string::npos);
+}
+
+TEST_CASE("resolution on sm_90a: FLASHRTC_CONFIG fields pick the family whose default they complete") {
+  test::TuningSandbox sandbox("flashrtc-resolve-hopper-env", "warps=4");
+  const DeviceTarget hopper{"Test GPU 80GB", "sm_90a", kSmemBytesSm90};
+  const ConfigResolution r = resolve_forward_config(query(), hopper);
+  CHECK(r.family->name == "mma");
+  CHECK(r.config.warps == 4);
 }

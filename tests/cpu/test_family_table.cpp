@@ -73,14 +73,26 @@ TEST_CASE("the built-in families: fp16/bf16 on tensor cores, fp32 on CUDA cores,
           for (const TileConfig& tile : f->default_configs(dtype, d, kSmemBytesSm90))
             CHECK_MESSAGE(f->check_config(dtype, d, tile, kSmemBytesSm90).empty(), to_string(tile));
   }
-  for (const std::string arch : {"sm_80", "sm_90a", "sm_100"}) {
+  for (const std::string arch : {"sm_80", "sm_90", "sm_100"}) {
     CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 128, arch).family->name == "mma");
     CHECK(select_kernel_family(Operation::kForward, DType::kFloat16, 64, arch).family->name == "mma");
     const FamilyChoice fp32 = select_kernel_family(Operation::kForward, DType::kFloat32, 128, arch);
     CHECK(fp32.family->name == "simt");
-    REQUIRE(fp32.passed_over.size() == 1);
-    CHECK(contains(fp32.passed_over[0], "mma: does not take fp32"));
+    REQUIRE(fp32.passed_over.size() == 2);
+    CHECK(contains(fp32.passed_over[0], "wgmma: does not take fp32"));
+    CHECK(contains(fp32.passed_over[1], "mma: does not take fp32"));
   }
+  // sm_90a: the Hopper family for the head dims it serves and calls whose strides a TMA map describes.
+  CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 128, "sm_90a").family->name == "wgmma");
+  CHECK(select_kernel_family(Operation::kForward, DType::kFloat16, 96, "sm_90a").family->name == "wgmma");
+  const FamilyChoice narrow = select_kernel_family(Operation::kForward, DType::kFloat16, 40, "sm_90a");
+  CHECK(narrow.family->name == "mma");
+  CHECK(contains(narrow.passed_over[0], "wgmma: head_dim=40 is outside its range"));
+  const FamilyChoice strided = select_kernel_family(Operation::kForward, DType::kBFloat16, 128, "sm_90a", 0u);
+  CHECK(strided.family->name == "mma");
+  CHECK(contains(strided.passed_over[0], "wgmma: needs tensors a TMA map can describe"));
+  CHECK(contains(select_kernel_family(Operation::kForward, DType::kBFloat16, 128, "sm_90").passed_over[0],
+                 "wgmma: needs the arch-specific target sm_90a"));
   // Nothing serves an older GPU: kUnsupported naming each family's reason.
   const Error e = test::expect_error([] { select_kernel_family(Operation::kForward, DType::kBFloat16, 128, "sm_75"); });
   CHECK(e.code() == ErrorCode::kUnsupported);
@@ -119,7 +131,7 @@ TEST_CASE("a toy family added through the table alone is selected, compiled, cac
     const FamilyChoice wide = select_kernel_family(Operation::kForward, DType::kFloat32, 128, "sm_90a");
     CHECK(wide.family->name == "simt");
     CHECK(contains(wide.passed_over[0], "toy-copy-v: head_dim=128 is outside its range"));
-    CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 64, "sm_90a").family->name == "mma");
+    CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 64, "sm_90a").family->name == "wgmma");
 
     // Config resolution: the family's own default table, and the family named in the tuning key.
     const DeviceTarget h200{"Test GPU", "sm_90a", kSmemBytesSm90};

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cpu/helpers/tuning_test_util.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/kernel.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
@@ -137,18 +138,20 @@ TEST_CASE("assumed limits per arch, for machines without the GPU") {
 TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that arch and NVRTC") {
   test::TuningSandbox sandbox("flashrtc-warm-specs");
   const auto defaults = warm_forward_specs("sm_90a");
-  // Every default: for long (or unknown) key sequences, and for short ones where that differs.
+  // Every default of every family that runs on sm_90a (the Hopper one and the ones calls fall back to): for
+  // long (or unknown) key sequences, and for short ones where that differs.
   std::size_t expected = 0;
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
-    for (int head_dim : {32, 64, 96, 128, 256})
-      expected += default_forward_config(dtype, head_dim, kSmemBytesSm90, 512) ==
-                          default_forward_config(dtype, head_dim, kSmemBytesSm90)
-                      ? 3
-                      : 6;
+  for (const KernelFamily* family : kernel_families())
+    if (family->operation == Operation::kForward && family->arch_mismatch("sm_90a").empty())
+      for (DType dtype : family->dtypes)
+        for (int head_dim : {32, 64, 96, 128, 256})
+          if (family->serves_head_dim(head_dim))
+            expected += 3 * family->default_configs(dtype, head_dim, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
-  for (const ForwardSpec& s : defaults)
-    CHECK((s.tile == default_forward_config(s.dtype, s.head_dim, kSmemBytesSm90) ||
-           s.tile == default_forward_config(s.dtype, s.head_dim, kSmemBytesSm90, 512)));
+  for (const ForwardSpec& s : defaults) {
+    const auto tiles = s.family->default_configs(s.dtype, s.head_dim, kSmemBytesSm90, "sm_90a");
+    CHECK(std::find(tiles.begin(), tiles.end(), s.tile) != tiles.end());
+  }
   // sm_80's defaults fit its smaller shared memory.
   for (const ForwardSpec& s : warm_forward_specs("sm_80"))
     CHECK(forward_smem_bytes(s.dtype, s.head_dim, s.tile) <= kSmemBytesSm80);

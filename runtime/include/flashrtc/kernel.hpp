@@ -18,7 +18,8 @@ using ForwardSpec = KernelSpec;
 FLASHRTC_API std::string forward_name_expression(const ForwardSpec& spec);
 
 /// Compiles (or finds in the cache) the forward kernel for spec and arch ("sm_80", "sm_90a", ...): spec.family's,
-/// or when it is null the family a call of spec's dtype and head dim runs on for arch. Needs no GPU. Throws Error: kInvalidArgument for a bad spec or arch, kNvrtc on compile failure,
+/// or when it is null the best family for spec's dtype and head dim on arch that can build spec.tile (as for
+/// a call with that tile). Needs no GPU. Throws Error: kInvalidArgument for a bad spec or arch, kNvrtc on compile failure,
 /// kCompileDisallowed under FLASHRTC_REQUIRE_CACHED.
 FLASHRTC_API CompiledKernelInfo compile_forward(const ForwardSpec& spec, const std::string& arch);
 
