@@ -49,11 +49,11 @@ void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
   if (r.spills()) std::printf("warning: this specialization spills registers to local memory\n");
 }
 
-constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s\n";
+constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %-8s %s\n";
 
 void print_header() {
   std::printf(kRowFormat, "#", "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld",
-              "stack", "static", "dyn smem", "compile ms", "from");
+              "stack", "static", "dyn smem", "compile ms", "from", "family");
 }
 
 // counter: "3/51", the row's place in the whole list.
@@ -68,8 +68,8 @@ void print_row(const std::string& counter, const ForwardSpec& spec, const Compil
               text(spec.head_dim).c_str(), std::string(to_string(spec.mask)).c_str(), tile.c_str(),
               text(r.registers).c_str(), (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
               text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
-              text(forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile)).c_str(), compile_ms,
-              to_string(info.source));
+              text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms, to_string(info.source),
+              family_of(spec).name.c_str());
 }
 
 // Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order.
@@ -93,7 +93,7 @@ int compile_all(const std::string& arch, unsigned jobs) {
     });
 
   const std::size_t defaults = warm_forward_specs(arch, false).size();
-  std::printf("forward specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
+  std::printf("specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
               specs.size() - defaults, tuning_db_path().string().c_str());
   print_header();
   std::exception_ptr first_error;

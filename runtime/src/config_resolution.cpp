@@ -101,7 +101,9 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   const ConfigSource below = r.tuned ? ConfigSource::kTuned : ConfigSource::kDefault;
   const TileConfig below_config =
       r.tuned ? r.tuned->config : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv);
-  const std::string& text = runtime_config().config_override;
+  // FLASHRTC_CONFIG names a forward tile; the other operations' kernels have tiles of their own.
+  const std::string& text =
+      q.operation == Operation::kForward ? runtime_config().config_override : std::string();
   const TileOverride override_fields = parse_tile_override(text, "FLASHRTC_CONFIG");
   if (!override_fields.empty()) {
     r.config = override_fields.apply(below_config);
