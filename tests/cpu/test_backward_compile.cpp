@@ -60,6 +60,8 @@ TEST_CASE("every backward family is in the table, one per operation and dtype gr
   CHECK(portable_family(Operation::kBackward, DType::kBFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackward, DType::kFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackwardDq, DType::kBFloat16).name == "bwd-dq-mma");
+  CHECK(portable_family(Operation::kBackward, DType::kFloat32).name == "bwd-simt");
+  CHECK(portable_family(Operation::kBackwardDq, DType::kFloat32).name == "bwd-dq-simt");
   CHECK(portable_family(Operation::kBackwardPrep, DType::kFloat32).name == "bwd-prep");
   CHECK(portable_family(Operation::kBackwardDqConvert, DType::kFloat16).name == "bwd-dq-convert");
   CHECK(std::string(to_string(Operation::kBackward)) == "backward");

@@ -4,15 +4,19 @@
 // step hands the kernel), poisoned gradients, and DESIGN.md's tolerance rule on dQ, dK and dV.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <future>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flashrtc/attention_backward.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "support/forward_case.hpp"
 
 namespace flashrtc::testing {
@@ -230,6 +234,36 @@ inline std::vector<unsigned char> download(const DeviceBuffer& buffer) {
   std::vector<unsigned char> bytes(buffer.size());
   buffer.copy_to_host(bytes.data(), bytes.size());
   return bytes;
+}
+
+// Compiles every kernel the cases launch on the current device, on all cores at once (NVRTC and the cache are
+// thread-safe): from a cold cache the suite would otherwise spend most of its time compiling one at a time.
+inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
+  const DeviceTarget target = current_device_target().value_or(no_device_target());
+  std::vector<KernelSpec> specs;
+  for (const BackwardCase& c : cases)
+    for (Operation op : {Operation::kBackwardPrep, Operation::kBackward,
+                         c.deterministic ? Operation::kBackwardDq : Operation::kBackwardDqConvert}) {
+      ConfigQuery q;
+      q.dtype = c.dtype, q.head_dim = c.head_dim, q.mask = c.mask, q.seqlen_q = c.seqlen_q,
+      q.seqlen_kv = c.seqlen_kv;
+      q.operation = op;
+      if (op == Operation::kBackward) q.explicit_config = c.config;
+      const ConfigResolution r = resolve_forward_config(q, target);
+      const KernelSpec spec{c.dtype, c.head_dim, c.mask, r.config, r.family};
+      const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
+        return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim &&
+               s.mask == spec.mask && s.tile == spec.tile;
+      });
+      if (!known) specs.push_back(spec);
+    }
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+    workers.emplace_back([&] {
+      for (std::size_t i = next++; i < specs.size(); i = next++) compile_forward(specs[i], target.arch);
+    });
+  for (std::thread& w : workers) w.join();
 }
 
 // Runs c `runs` times on the GPU (poisoning the gradients before each) and checks the last run.
