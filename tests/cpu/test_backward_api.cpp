@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "cpu/helpers/runtime_test_util.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/c_api.h"
 #include "flashrtc/config_resolution.hpp"
@@ -151,6 +152,22 @@ TEST_CASE("backward calls resolve through the family table, the explicit tile to
   CHECK(resolve_forward_config(q, no_device_target()).family->name == "bwd-dq-mma");
   q.operation = Operation::kBackwardPrep;
   CHECK(resolve_forward_config(q, no_device_target()).family->name == "bwd-prep");
+}
+
+TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep their own") {
+  RuntimeConfig config = runtime_config();
+  config.config_override = "block_m=128,block_n=96";
+  const test::ConfigOverride scoped(config);
+  ConfigQuery q;
+  q.dtype = DType::kBFloat16, q.head_dim = 64;
+  CHECK(resolve_forward_config(q, no_device_target()).config.block_n == 96);
+  for (Operation op : {Operation::kBackward, Operation::kBackwardPrep, Operation::kBackwardDq,
+                       Operation::kBackwardDqConvert}) {
+    q.operation = op;
+    const ConfigResolution r = resolve_forward_config(q, no_device_target());
+    CHECK(r.source == ConfigSource::kDefault);
+    CHECK(r.config == r.family->default_config(DType::kBFloat16, 64, kSmemBytesSm80));
+  }
 }
 
 // The Python helper binds this struct with ctypes: a change here must change it too.
