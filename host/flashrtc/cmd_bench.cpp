@@ -182,7 +182,8 @@ class Report {
 // Every point checked, and its specialization chosen for target, before any device work: a bad --shape
 // fails with exit 2 on any machine, naming the point.
 std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
-                                    const TileOptions& tile, const DeviceTarget& target, const std::string& op) {
+                                    const TileOptions& tile, const DeviceTarget& target,
+                                    const std::string& op) {
   std::vector<ForwardSpec> specs;
   for (const BenchPoint& point : points) {
     try {
@@ -265,7 +266,8 @@ int execute_bench(const BenchOptions& o) {
   const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
   std::string target_text;
-  const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile, o.target.target(&target_text), o.op);
+  const std::vector<ForwardSpec> specs =
+      plan_specs(points, layout, o.tile, o.target.target(&target_text), o.op);
   const auto explicit_tile = [&](std::size_t i) {
     return o.tile.any() ? std::optional<TileConfig>(specs[i].tile) : std::nullopt;
   };
@@ -332,7 +334,8 @@ int execute_bench(const BenchOptions& o) {
 Command add_bench_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "bench",
-      "time the forward (--op bwd: the backward) over PERF.md's standard grid (16k tokens, model dim 2048) or --shape: "
+      "time the forward (--op bwd: the backward) over PERF.md's standard grid (16k tokens, model dim 2048) "
+      "or --shape: "
       "CUDA-event median, TFLOP/s");
   auto o = std::make_shared<BenchOptions>();
   app->add_option("--dtype", o->dtypes, "element types, comma-separated")
@@ -369,7 +372,8 @@ Command add_bench_command(CLI::App& parent) {
   app->add_flag("--no-l2-flush", o->no_l2_flush, "keep the L2 cache warm between timed launches");
   app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
   app->add_option("--op", o->op,
-                  "fwd, or bwd: the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's FLOPs")
+                  "fwd, or bwd: the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's "
+                  "FLOPs")
       ->capture_default_str()
       ->check(CLI::IsMember({"fwd", "bwd"}));
   app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode (no atomics)");

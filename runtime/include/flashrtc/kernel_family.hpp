@@ -31,7 +31,13 @@ namespace flashrtc {
 /// backward pass is four kernels, each an operation of its own families: the pre-pass (D = rowsum(dO * O)),
 /// the main kernel (dK, dV, and dQ by atomics), the deterministic mode's dQ pass, and the conversion of the
 /// atomics' fp32 dQ.
-enum class Operation : int { kForward = 0, kBackward = 1, kBackwardPrep = 2, kBackwardDq = 3, kBackwardDqConvert = 4 };
+enum class Operation : int {
+  kForward = 0,
+  kBackward = 1,
+  kBackwardPrep = 2,
+  kBackwardDq = 3,
+  kBackwardDqConvert = 4
+};
 /// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert".
 FLASHRTC_API const char* to_string(Operation op);
 
