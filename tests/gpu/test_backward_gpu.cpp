@@ -64,6 +64,12 @@ TEST_CASE("backward matches the reference: dtypes x head dims x masks x shapes")
         ++i;
       }
   for (DType dtype : kDtypes)
+    for (MaskKind mask : kMasks) {  // padded views: strides beyond the rows, padding left untouched
+      BackwardCase c = make_case(dtype, 64, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
+      c.row_pad = 8;
+      cases.push_back(c);
+    }
+  for (DType dtype : kDtypes)
     for (int d : {8, 40, 200}) {  // odd head dims and a negative scale
       BackwardCase c = make_case(dtype, d, MaskKind::kCausalBottomRight, {1, 4, 2, 77, 65, Layout::kBhnd});
       c.scale = -0.3f;

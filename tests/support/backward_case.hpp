@@ -27,6 +27,7 @@ struct BackwardCase {
   MaskKind mask = MaskKind::kNone;
   std::int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_kv = 1;
   Layout layout = Layout::kBnhd;
+  std::int64_t row_pad = 0;  // extra elements per row of every tensor (a padded view); keep 16-byte multiples
   std::optional<float> scale;
   std::optional<TileConfig> config;
   bool deterministic = false;
@@ -37,7 +38,8 @@ struct BackwardCase {
            " mask=" + std::string(to_string(mask)) + " B=" + std::to_string(batch) +
            " Hq=" + std::to_string(heads_q) + " Hkv=" + std::to_string(heads_kv) +
            " Nq=" + std::to_string(seqlen_q) + " Nk=" + std::to_string(seqlen_kv) +
-           (layout == Layout::kBnhd ? " bnhd" : " bhnd") + (config ? " " + to_string(*config) : "") +
+           (layout == Layout::kBnhd ? " bnhd" : " bhnd") +
+           (row_pad ? " pad=" + std::to_string(row_pad) : "") + (config ? " " + to_string(*config) : "") +
            (deterministic ? " deterministic" : "");
   }
   ForwardCase as_forward() const {
@@ -46,6 +48,7 @@ struct BackwardCase {
     f.batch = batch, f.heads_q = heads_q, f.heads_kv = heads_kv, f.seqlen_q = seqlen_q,
     f.seqlen_kv = seqlen_kv;
     f.layout = layout;
+    f.row_pad = row_pad;
     return f;
   }
 };
@@ -313,6 +316,27 @@ inline BackwardResult run_backward_case(const BackwardCase& c, int runs = 1,
   const bool dk_ok = cmp("dk", dk_got, dk_ref, dk_low);
   const bool dv_ok = cmp("dv", dv_got, dv_ref, dv_low);
   result.pass = dq_ok && dk_ok && dv_ok;
+  // Padding between rows must be untouched (still poisoned): the kernels write only inside the views.
+  if (c.row_pad > 0) {
+    const auto touched = [&](const HostTensorData& t, const std::vector<unsigned char>& bytes,
+                             std::int64_t seqlen, std::int64_t heads) {
+      const std::vector<double> values = decode(c.dtype, bytes);
+      std::int64_t count = 0;
+      for (std::int64_t b = 0; b < c.batch; ++b)
+        for (std::int64_t n = 0; n < seqlen; ++n)
+          for (std::int64_t h = 0; h < heads; ++h)
+            for (std::int64_t e = c.head_dim; e < c.head_dim + c.row_pad; ++e)
+              if (!std::isnan(values[b * t.stride_batch + n * t.stride_seq + h * t.stride_head + e])) ++count;
+      return count;
+    };
+    const std::int64_t written = touched(in.q, result.dq, c.seqlen_q, c.heads_q) +
+                                 touched(in.k, result.dk, c.seqlen_kv, c.heads_kv) +
+                                 touched(in.v, result.dv, c.seqlen_kv, c.heads_kv);
+    if (written) {
+      result.pass = false;
+      result.report += "\n  padding written: " + std::to_string(written) + " elements";
+    }
+  }
   return result;
 }
 
