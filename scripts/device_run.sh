@@ -3,7 +3,7 @@
 #   gpu test suites, `flashrtc run --check`, and flashrtc's timings beside the peers' (same run, same GPU).
 # Usage: scripts/device_run.sh [tests] [check] [bench] [sweep]   (default: all four). Logs go to $OUT.
 # Further steps, by name only: binding (the Python binding's gpu tests), grid (`flashrtc bench` over the
-# standard grid), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
+# standard grid), bwd (`flashrtc bench --op bwd`, default and deterministic mode), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
 # time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA), sanitize
@@ -83,6 +83,14 @@ fi
 
 if [[ " $steps " == *" grid "* ]]; then
   "$FR" bench 2>&1 | tee "$OUT/bench_grid.txt"
+fi
+
+if [[ " $steps " == *" bwd "* ]]; then
+  # Issue 10's backward over the standard grid at d = 64 and 128: the default mode (atomic dQ), then the
+  # deterministic one (separate dQ pass). BWD_ARGS (e.g. "--seqlen 4096") narrows it.
+  "$FR" bench --op bwd --head-dim 64,128 --seqlen 1024,4096,16384 ${BWD_ARGS:-} 2>&1 | tee "$OUT/bench_bwd.txt"
+  "$FR" bench --op bwd --deterministic --head-dim 64,128 --seqlen 1024,4096,16384 ${BWD_ARGS:-} 2>&1 |
+    tee "$OUT/bench_bwd_deterministic.txt"
 fi
 
 if [[ " $steps " == *" compare "* ]]; then

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_backward.hpp"
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
@@ -36,6 +37,8 @@ struct BenchOptions {
   std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
+  std::string op = "fwd";      // or "bwd": the backward of each point (PERF.md: 2.5 x the forward's FLOPs)
+  bool deterministic = false;  // bwd: BackwardParams::deterministic
   std::uint64_t seed = 1;
   TileOptions tile;
   TargetOptions target;
@@ -104,8 +107,8 @@ double median(std::vector<float> values) {
 
 class Report {
  public:
-  Report(bool json, const std::string& layout, const std::string& gpu)
-      : json_(json), layout_(layout), gpu_(gpu) {}
+  Report(bool json, const std::string& layout, const std::string& gpu, const std::string& op)
+      : json_(json), layout_(layout), gpu_(gpu), op_(op) {}
 
   void header() const {
     if (json_) return;
@@ -116,11 +119,11 @@ class Report {
   void row(const BenchPoint& point, const ForwardParams& p, const ForwardSpec& spec,
            const std::optional<Measurement>& m) const {
     const BenchShape& s = point.shape;
-    const double flops = attention_flops(p);
+    const double flops = op_ == "bwd" ? attention_backward_flops(backward_of(p)) : attention_flops(p);
     if (json_) {
       nlohmann::ordered_json j;
       j["provider"] = "flashrtc";
-      j["mode"] = "fwd";
+      j["mode"] = op_;
       j["dtype"] = torch_dtype_name(point.dtype);
       j["B"] = s.batch;
       j["H"] = s.heads_q;
@@ -173,19 +176,22 @@ class Report {
  private:
   static constexpr const char* kFormat = "%-5s %-9s %4s %4s %4s %6s %6s %4s %-24s %9s %10s %10s %8s\n";
   bool json_;
-  std::string layout_, gpu_;
+  std::string layout_, gpu_, op_;
 };
 
 // Every point checked, and its specialization chosen for target, before any device work: a bad --shape
 // fails with exit 2 on any machine, naming the point.
 std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
-                                    const TileOptions& tile, const DeviceTarget& target) {
+                                    const TileOptions& tile, const DeviceTarget& target,
+                                    const std::string& op) {
   std::vector<ForwardSpec> specs;
   for (const BenchPoint& point : points) {
     try {
       const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
       ForwardSpec spec = select_forward_spec(p);
-      const ConfigResolution resolution = tile.resolve(config_query(p), target);
+      ConfigQuery query = config_query(p);
+      if (op == "bwd") query.operation = Operation::kBackward;  // the tile shown and set is the main kernel's
+      const ConfigResolution resolution = tile.resolve(query, target);
       spec.tile = resolution.config;
       spec.family = resolution.family;
       specs.push_back(spec);
@@ -221,15 +227,20 @@ Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string&
   m.compile_ms = kernel.compile_ms;
   m.source = kernel.source;
 
+  std::optional<BackwardBench> backward;
+  if (o.op == "bwd") backward.emplace(p, o.deterministic, seed, staging);
   Stream stream;
   p.stream = stream.handle();
-  for (int i = 0; i < std::max(1, o.warmup); ++i) attention_forward(p);  // the first loads the module
+  BackwardParams backward_params = backward ? backward->params() : BackwardParams{};
+  backward_params.stream = stream.handle();
+  const auto launch = [&] { backward ? attention_backward(backward_params) : attention_forward(p); };
+  for (int i = 0; i < std::max(1, o.warmup); ++i) launch();  // the first loads the module
   stream.synchronize();
   std::vector<EventTimer> timers(static_cast<std::size_t>(o.iters));
   for (EventTimer& timer : timers) {
     if (l2_flush) l2_flush->fill_bytes_async(0, stream.handle());
     timer.start(stream.handle());
-    attention_forward(p);
+    launch();
     timer.stop(stream.handle());
   }
   stream.synchronize();
@@ -262,13 +273,14 @@ int execute_bench(const BenchOptions& o) {
   const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
   std::string target_text;
-  const std::vector<ForwardSpec> specs = plan_specs(points, layout, o.tile, o.target.target(&target_text));
+  const std::vector<ForwardSpec> specs =
+      plan_specs(points, layout, o.tile, o.target.target(&target_text), o.op);
   const auto explicit_tile = [&](std::size_t i) {
     return o.tile.any() ? std::optional<TileConfig>(specs[i].tile) : std::nullopt;
   };
 
   if (o.dry_run) {
-    const Report report(o.json, o.layout, "");
+    const Report report(o.json, o.layout, "", o.op);
     if (!o.json) std::printf("%zu points; tiles as chosen for %s\n", points.size(), target_text.c_str());
     report.header();
     for (std::size_t i = 0; i < points.size(); ++i)
@@ -305,7 +317,7 @@ int execute_bench(const BenchOptions& o) {
   const Buffers buffers{q.data(), k.data(), v.data(), out.data(),
                         o.lse ? static_cast<float*>(lse.data()) : nullptr};
 
-  const Report report(o.json, o.layout, device.name);
+  const Report report(o.json, o.layout, device.name, o.op);
   report.header();
   std::vector<unsigned char> staging;
   std::vector<BenchPlotPoint> plotted;
@@ -339,7 +351,8 @@ int execute_bench(const BenchOptions& o) {
 Command add_bench_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "bench",
-      "time the forward over PERF.md's standard grid (16k tokens, model dim 2048) or --shape: "
+      "time the forward (--op bwd: the backward) over PERF.md's standard grid (16k tokens, model dim 2048) "
+      "or --shape: "
       "CUDA-event median, TFLOP/s");
   auto o = std::make_shared<BenchOptions>();
   app->add_option("--dtype", o->dtypes, "element types, comma-separated")
@@ -375,6 +388,12 @@ Command add_bench_command(CLI::App& parent) {
       ->check(CLI::Range(1, 100000));
   app->add_flag("--no-l2-flush", o->no_l2_flush, "keep the L2 cache warm between timed launches");
   app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
+  app->add_option("--op", o->op,
+                  "fwd, or bwd: the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's "
+                  "FLOPs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fwd", "bwd"}));
+  app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode (no atomics)");
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
   app->add_flag("--json", o->json,

@@ -51,21 +51,21 @@ void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
   if (r.spills()) std::printf("warning: this specialization spills registers to local memory\n");
 }
 
-constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %s";
+constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %-8s %s";
 
 std::string row_text(const char* counter, const char* dtype, const char* head_dim, const char* mask,
                      const char* tile, const char* registers, const char* spills, const char* stack,
                      const char* static_smem, const char* dynamic_smem, const char* compile_ms,
-                     const char* from) {
+                     const char* from, const char* family) {
   char line[512];
   std::snprintf(line, sizeof(line), kRowFormat, counter, dtype, head_dim, mask, tile, registers, spills,
-                stack, static_smem, dynamic_smem, compile_ms, from);
+                stack, static_smem, dynamic_smem, compile_ms, from, family);
   return line;
 }
 
 std::string header_text() {
   return row_text("#", "dtype", "d", "mask", "tile (m,n,warps,stages)", "regs", "spill st/ld", "stack",
-                  "static", "dyn smem", "compile ms", "from");
+                  "static", "dyn smem", "compile ms", "from", "family");
 }
 
 // counter: "3/51", the row's place in the whole list; over_margin marks the registers with a '!'.
@@ -82,7 +82,7 @@ std::string row_text(const std::string& counter, const ForwardSpec& spec, const 
                   (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
                   text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
                   text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
-                  to_string(info.source));
+                  to_string(info.source), family_of(spec).name.c_str());
 }
 
 std::string failed_row_text(const std::string& counter, const ForwardSpec& spec) {
@@ -122,7 +122,7 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
   const std::vector<ForwardSpec> specs = warm_forward_specs(arch);
   const std::size_t defaults = warm_forward_specs(arch, false).size();
   if (!json) {
-    std::printf("forward specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
+    std::printf("specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
                 specs.size() - defaults, tuning_db_path().string().c_str());
     std::printf("%s\n", header_text().c_str());
   }

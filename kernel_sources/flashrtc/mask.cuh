@@ -26,6 +26,24 @@ struct KeyMask {
   __device__ __forceinline__ bool tile_needs_mask(long long m0, long long n0, int block_n) const {
     return n0 + block_n > seqlen_kv || (kCausal && n0 + block_n - 1 > m0 + diag);
   }
+
+  // hides() for the tile of queries from m0 and keys from n0, in tile-local 32-bit coordinates (row - m0,
+  // col - n0, both in [0, 256)): two registers and 32-bit compares in the inner loop (the backward kernels).
+  struct Local {
+    int cols_left;    // keys of the tile before seqlen_kv
+    int diag_offset;  // col_local > row_local + diag_offset is hidden (causal)
+    __device__ __forceinline__ bool hides(int row_local, int col_local) const {
+      return col_local >= cols_left || (kCausal && col_local > row_local + diag_offset);
+    }
+  };
+  __device__ __forceinline__ Local local(long long m0, long long n0) const {
+    constexpr long long kBound = 1 << 20;  // beyond the tile's extent either way: same answers, fits an int
+    const long long left = seqlen_kv - n0;
+    const long long offset = m0 + diag - n0;
+    return {static_cast<int>(left < kBound ? left : kBound), static_cast<int>(offset < -kBound  ? -kBound
+                                                                              : offset > kBound ? kBound
+                                                                                                : offset)};
+  }
 };
 
 }  // namespace flashrtc

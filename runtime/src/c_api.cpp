@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_backward.hpp"
 #include "flashrtc/error.hpp"
 
 namespace {
@@ -22,31 +24,58 @@ flashrtc::TensorRef to_ref(const flashrtc_tensor& t) {
 static_assert(sizeof(flashrtc_forward_params) == FLASHRTC_FORWARD_PARAMS_MIN_SIZE,
               "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
 static_assert(offsetof(flashrtc_forward_params, struct_size) == 0, "struct_size heads the struct");
+static_assert(sizeof(flashrtc_backward_params) == FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(offsetof(flashrtc_backward_params, struct_size) == 0, "struct_size heads the struct");
 
 flashrtc::Error invalid(const std::string& message) {
   return flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, message);
 }
 
 // The defaults of every field this library knows; later fields of a newer caller default to zero bytes.
-flashrtc_forward_params default_params() {
+flashrtc_forward_params default_params(const flashrtc_forward_params*) {
   flashrtc_forward_params p{};
   p.struct_size = sizeof(flashrtc_forward_params);
   p.q.stride_dim = p.k.stride_dim = p.v.stride_dim = p.o.stride_dim = 1;
   return p;
 }
 
+flashrtc_backward_params default_params(const flashrtc_backward_params*) {
+  flashrtc_backward_params p{};
+  p.struct_size = sizeof(flashrtc_backward_params);
+  p.q.stride_dim = p.k.stride_dim = p.v.stride_dim = p.o.stride_dim = p.d_o.stride_dim = 1;
+  p.d_q.stride_dim = p.d_k.stride_dim = p.d_v.stride_dim = 1;
+  return p;
+}
+
+// The sizes a caller's struct may declare, and the function that sets them, per growable struct.
+template <typename Params>
+struct SizeRange;
+template <>
+struct SizeRange<flashrtc_forward_params> {
+  static constexpr std::uint32_t kMin = FLASHRTC_FORWARD_PARAMS_MIN_SIZE,
+                                 kMax = FLASHRTC_FORWARD_PARAMS_MAX_SIZE;
+  static constexpr const char* kInit = "flashrtc_forward_params_init";
+};
+template <>
+struct SizeRange<flashrtc_backward_params> {
+  static constexpr std::uint32_t kMin = FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
+                                 kMax = FLASHRTC_BACKWARD_PARAMS_MAX_SIZE;
+  static constexpr const char* kInit = "flashrtc_backward_params_init";
+};
+
 // The caller's struct as this library knows it: the fields inside its declared size, defaults after them.
 // Throws for a null p, a size out of range, or a set field beyond what this library knows.
-flashrtc_forward_params read_sized(const flashrtc_forward_params* p) {
+template <typename Params>
+Params read_sized(const Params* p) {
+  using Range = SizeRange<Params>;
   if (!p) throw invalid("params is null");
   const std::uint32_t size = p->struct_size;
-  if (size < FLASHRTC_FORWARD_PARAMS_MIN_SIZE || size > FLASHRTC_FORWARD_PARAMS_MAX_SIZE)
-    throw invalid(
-        "params->struct_size=" + std::to_string(size) + ": must be in [" +
-        std::to_string(FLASHRTC_FORWARD_PARAMS_MIN_SIZE) + ", " +
-        std::to_string(FLASHRTC_FORWARD_PARAMS_MAX_SIZE) +
-        "] bytes; set it with flashrtc_forward_params_init (or _init_sized with the struct's size)");
-  flashrtc_forward_params known = default_params();
+  if (size < Range::kMin || size > Range::kMax)
+    throw invalid("params->struct_size=" + std::to_string(size) + ": must be in [" +
+                  std::to_string(Range::kMin) + ", " + std::to_string(Range::kMax) + "] bytes; set it with " +
+                  Range::kInit + " (or _init_sized with the struct's size)");
+  Params known = default_params(p);
   std::memcpy(&known, p, std::min<std::size_t>(size, sizeof known));
   const auto* bytes = reinterpret_cast<const unsigned char*>(p);
   for (std::size_t i = sizeof known; i < size; ++i) {
@@ -58,6 +87,44 @@ flashrtc_forward_params read_sized(const flashrtc_forward_params* p) {
                                 std::to_string(sizeof known) + ") does not know; use a newer libflashrtc");
   }
   return known;
+}
+
+// Fills the first struct_size bytes of p with defaults (only the size when it is above the maximum).
+template <typename Params>
+void init_sized(Params* p, std::uint32_t struct_size) {
+  if (!p || struct_size < sizeof(p->struct_size)) return;
+  if (struct_size > SizeRange<Params>::kMax) {  // no buffer is that large: write only the size,
+    p->struct_size = struct_size;               // which the call then reports as out of range
+    return;
+  }
+  Params defaults = default_params(p);
+  defaults.struct_size = struct_size;
+  const std::size_t known = std::min<std::size_t>(struct_size, sizeof defaults);
+  std::memcpy(p, &defaults, known);
+  std::memset(reinterpret_cast<unsigned char*>(p) + known, 0, struct_size - known);
+}
+
+// The optional scale as the C structs give it: a flag and a value that must be 0 without the flag.
+std::optional<float> scale_from_c(float softmax_scale, std::int32_t has_softmax_scale) {
+  if (has_softmax_scale == 1)
+    return softmax_scale;  // a non-finite value is rejected by the validation, naming it
+  if (has_softmax_scale != 0)
+    throw invalid("has_softmax_scale=" + std::to_string(has_softmax_scale) + ": must be 0 or 1");
+  if (!(softmax_scale == 0.f))  // NaN included: a value set without the flag is a mistake
+    throw invalid(
+        "softmax_scale=" + std::to_string(softmax_scale) +
+        " with has_softmax_scale=0: set has_softmax_scale=1 to use it, or leave softmax_scale 0 for "
+        "1/sqrt(head_dim)");
+  return std::nullopt;
+}
+
+// The optional explicit tile: all four fields or none.
+std::optional<flashrtc::TileConfig> tile_from_c(std::int32_t block_m, std::int32_t block_n,
+                                                std::int32_t warps, std::int32_t stages) {
+  if (!(block_m || block_n || warps || stages)) return std::nullopt;
+  if (block_m <= 0 || block_n <= 0 || warps <= 0 || stages <= 0)
+    throw invalid("block_m, block_n, warps, stages: give all four (> 0) or none");
+  return flashrtc::TileConfig{block_m, block_n, warps, stages};
 }
 
 flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
@@ -76,22 +143,36 @@ flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
   params.lse = p.lse;
   params.mask = static_cast<flashrtc::MaskKind>(p.mask);
   params.stream = p.stream;
-  if (p.has_softmax_scale == 1) {
-    params.softmax_scale = p.softmax_scale;  // a non-finite value is rejected by the validation, naming it
-  } else if (p.has_softmax_scale != 0) {
-    throw invalid("has_softmax_scale=" + std::to_string(p.has_softmax_scale) + ": must be 0 or 1");
-  } else if (!(p.softmax_scale == 0.f)) {  // NaN included: a value set without the flag is a mistake
-    throw invalid(
-        "softmax_scale=" + std::to_string(p.softmax_scale) +
-        " with has_softmax_scale=0: set has_softmax_scale=1 to use it, or leave softmax_scale 0 for "
-        "1/sqrt(head_dim)");
-  }
-  const bool any_tile = p.block_m || p.block_n || p.warps || p.stages;
-  if (any_tile) {
-    if (p.block_m <= 0 || p.block_n <= 0 || p.warps <= 0 || p.stages <= 0)
-      throw invalid("block_m, block_n, warps, stages: give all four (> 0) or none");
-    params.config = flashrtc::TileConfig{p.block_m, p.block_n, p.warps, p.stages};
-  }
+  params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
+  params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
+  return params;
+}
+
+flashrtc::BackwardParams from_c(const flashrtc_backward_params& p) {
+  flashrtc::BackwardParams params;
+  params.dtype = static_cast<flashrtc::DType>(p.dtype);
+  params.batch = p.batch;
+  params.seqlen_q = p.seqlen_q;
+  params.seqlen_kv = p.seqlen_kv;
+  params.heads_q = p.heads_q;
+  params.heads_kv = p.heads_kv;
+  params.head_dim = p.head_dim;
+  params.q = to_ref(p.q);
+  params.k = to_ref(p.k);
+  params.v = to_ref(p.v);
+  params.o = to_ref(p.o);
+  params.d_o = to_ref(p.d_o);
+  params.lse = p.lse;
+  params.d_q = to_ref(p.d_q);
+  params.d_k = to_ref(p.d_k);
+  params.d_v = to_ref(p.d_v);
+  params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
+  params.mask = static_cast<flashrtc::MaskKind>(p.mask);
+  if (p.deterministic != 0 && p.deterministic != 1)
+    throw invalid("deterministic=" + std::to_string(p.deterministic) + ": must be 0 or 1");
+  params.deterministic = p.deterministic == 1;
+  params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
+  params.stream = p.stream;
   return params;
 }
 
@@ -118,16 +199,11 @@ flashrtc_status guarded(F&& body) {
 extern "C" {
 
 void flashrtc_forward_params_init_sized(flashrtc_forward_params* p, uint32_t struct_size) {
-  if (!p || struct_size < sizeof(p->struct_size)) return;
-  if (struct_size > FLASHRTC_FORWARD_PARAMS_MAX_SIZE) {  // no buffer is that large: write only the size,
-    p->struct_size = struct_size;                        // which the call then reports as out of range
-    return;
-  }
-  flashrtc_forward_params defaults = default_params();
-  defaults.struct_size = struct_size;
-  const std::size_t known = std::min<std::size_t>(struct_size, sizeof defaults);
-  std::memcpy(p, &defaults, known);
-  std::memset(reinterpret_cast<unsigned char*>(p) + known, 0, struct_size - known);
+  init_sized(p, struct_size);
+}
+
+void flashrtc_backward_params_init_sized(flashrtc_backward_params* p, uint32_t struct_size) {
+  init_sized(p, struct_size);
 }
 
 flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p) {
@@ -141,6 +217,10 @@ flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_par
     known.softmax_scale = softmax_scale;
     flashrtc::attention_forward(from_c(known));
   });
+}
+
+flashrtc_status flashrtc_attention_backward(const flashrtc_backward_params* p) {
+  return guarded([&] { flashrtc::attention_backward(from_c(read_sized(p))); });
 }
 
 const char* flashrtc_last_error(void) {

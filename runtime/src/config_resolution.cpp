@@ -84,9 +84,11 @@ FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, F
 ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool explain) {
   ConfigResolution r;
   FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch, q.traits);
-  const TileOverride override_fields = q.explicit_config
-                                           ? TileOverride{}
-                                           : parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
+  // FLASHRTC_CONFIG names a forward tile; the other operations' kernels have tiles of their own.
+  const TileOverride override_fields =
+      q.explicit_config || q.operation != Operation::kForward
+          ? TileOverride{}
+          : parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
   if (q.explicit_config)
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily&) { return *q.explicit_config; });
   else if (!override_fields.empty())

@@ -51,6 +51,10 @@ const char* mask_name_in_kernel(MaskKind mask) {
 const char* to_string(Operation op) {
   switch (op) {
     case Operation::kForward: return "forward";
+    case Operation::kBackward: return "backward";
+    case Operation::kBackwardPrep: return "backward-prep";
+    case Operation::kBackwardDq: return "backward-dq";
+    case Operation::kBackwardDqConvert: return "backward-dq-convert";
   }
   return "unknown";
 }

@@ -29,6 +29,10 @@ void check_positive(const char* name, std::int64_t value, std::int64_t max = std
 // |a * b| without overflow, saturating: the extent checks only need to know "too large".
 __int128 extent(std::int64_t count, std::int64_t stride) { return static_cast<__int128>(count - 1) * stride; }
 
+}  // namespace
+
+namespace detail {
+
 void check_tensor(const char* n, const TensorRef& t, std::int64_t seqlen, std::int64_t heads, std::int64_t batch,
                   std::int64_t head_dim, std::size_t elem) {
   if (!t.data) invalid(std::string(n) + ".data is null");
@@ -47,10 +51,6 @@ void check_tensor(const char* n, const TensorRef& t, std::int64_t seqlen, std::i
   if (last * static_cast<__int128>(elem) > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
     invalid(std::string(n) + ": strides x sizes overflow a 64-bit byte offset (index overflow)");
 }
-
-}  // namespace
-
-namespace detail {
 
 void validate_forward_arguments(const ForwardParams& p) {
   if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)

@@ -9,4 +9,10 @@ namespace flashrtc::detail {
 // Throws Error(kInvalidArgument) naming the argument and its value. Allocates nothing when params are valid.
 void validate_forward_arguments(const ForwardParams& params);
 
+// The rules for one [batch, seqlen, heads, head_dim] tensor of elem-byte elements (non-null, 16-byte aligned
+// rows, contiguous head dim, strides that fit a 64-bit byte offset). Throws Error(kInvalidArgument) naming
+// it.
+void check_tensor(const char* name, const TensorRef& t, std::int64_t seqlen, std::int64_t heads,
+                  std::int64_t batch, std::int64_t head_dim, std::size_t elem);
+
 }  // namespace flashrtc::detail

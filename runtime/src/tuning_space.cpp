@@ -140,14 +140,19 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
   };
   // Every family that can run on arch, not only the preferred one: a call that a family's checks turn away
   // falls back to the next.
+  // Every operation's families (the backward's kernels included); a kernel without a mask argument once.
   for (const KernelFamily* family : kernel_families()) {
-    if (family->operation != Operation::kForward || !family->arch_mismatch(arch).empty()) continue;
+    if (!family->arch_mismatch(arch).empty()) continue;
+    const bool masked = std::find(family->template_args.begin(), family->template_args.end(),
+                                  TemplateArg::kMask) != family->template_args.end();
     for (DType dtype : family->dtypes)
       for (int head_dim : {32, 64, 96, 128, 256}) {
         if (!family->serves_head_dim(head_dim)) continue;
-        for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+        for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+          if (!masked && mask != MaskKind::kNone) continue;
           for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem, arch))
             add({dtype, head_dim, mask, tile, family});
+        }
       }
   }
   if (!with_tuned) return specs;

@@ -137,9 +137,19 @@ TEST_CASE("assumed limits per arch, for machines without the GPU") {
 
 TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that arch and NVRTC") {
   test::TuningSandbox sandbox("flashrtc-warm-specs");
-  const auto defaults = warm_forward_specs("sm_90a");
-  // Every default of every family that runs on sm_90a (the Hopper one and the ones calls fall back to): for
-  // long (or unknown) key sequences, and for short ones where that differs.
+  const auto all_defaults = warm_forward_specs("sm_90a");
+  std::vector<ForwardSpec> defaults;  // the forward's; the backward families' are checked below
+  for (const ForwardSpec& s : all_defaults)
+    if (s.family->operation == Operation::kForward) defaults.push_back(s);
+  // Each backward family warms its own defaults: the main kernels per mask, the row passes once.
+  const KernelFamily& bwd = portable_family(Operation::kBackward, DType::kBFloat16);
+  CHECK(std::count_if(all_defaults.begin(), all_defaults.end(),
+                      [&](const ForwardSpec& s) { return s.family == &bwd; }) == 2 * 5 * 3);
+  const KernelFamily& prep = portable_family(Operation::kBackwardPrep, DType::kFloat32);
+  CHECK(std::count_if(all_defaults.begin(), all_defaults.end(),
+                      [&](const ForwardSpec& s) { return s.family == &prep; }) == 3 * 5);
+  // Every default of every forward family that runs on sm_90a (the Hopper one and the ones calls fall back
+  // to): for long (or unknown) key sequences, and for short ones where that differs.
   std::size_t expected = 0;
   for (const KernelFamily* family : kernel_families())
     if (family->operation == Operation::kForward && family->arch_mismatch("sm_90a").empty())
@@ -154,7 +164,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   }
   // sm_80's defaults fit its smaller shared memory.
   for (const ForwardSpec& s : warm_forward_specs("sm_80"))
-    CHECK(forward_smem_bytes(s.dtype, s.head_dim, s.tile) <= kSmemBytesSm80);
+    CHECK(family_of(s).smem_bytes(s) <= kSmemBytesSm80);
 
   const DType dtype = DType::kFloat32;  // the SIMT family, with head dims of any multiple of 8
   const auto space = forward_config_space(dtype, 80, kSmemBytesSm80);
@@ -175,12 +185,12 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
       default_forward_config(DType::kBFloat16, 128, kSmemBytesSm90)));
 
   const auto warmed = warm_forward_specs("sm_90a");
-  REQUIRE(warmed.size() == defaults.size() + 1);
+  REQUIRE(warmed.size() == all_defaults.size() + 1);
   const ForwardSpec& added = warmed.back();
   CHECK(added.dtype == dtype);
   CHECK(added.head_dim == 80);
   CHECK(added.mask == MaskKind::kCausalTopLeft);
   CHECK(added.tile == tuned);
   CHECK(warm_forward_specs("sm_80").size() == warm_forward_specs("sm_80", false).size() + 1);
-  CHECK(warm_forward_specs("sm_90a", false).size() == defaults.size());
+  CHECK(warm_forward_specs("sm_90a", false).size() == all_defaults.size());
 }

@@ -95,6 +95,12 @@ typedef struct flashrtc_backward_params {
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_backward_params;
 
+/* The first layout's size and the largest accepted, with the rules of the forward's. */
+#define FLASHRTC_BACKWARD_PARAMS_MIN_SIZE 424u
+#define FLASHRTC_BACKWARD_PARAMS_MAX_SIZE 4096u
+
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile override),
+ * as flashrtc_forward_params_init_sized does. */
 FLASHRTC_API void flashrtc_backward_params_init_sized(flashrtc_backward_params* p, uint32_t struct_size);
 static inline void flashrtc_backward_params_init(flashrtc_backward_params* p) {
   flashrtc_backward_params_init_sized(p, (uint32_t)sizeof(flashrtc_backward_params));

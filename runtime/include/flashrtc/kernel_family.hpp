@@ -27,9 +27,19 @@
 
 namespace flashrtc {
 
-/// What a family computes. Each operation has its own parameter struct (ForwardParams for kForward).
-enum class Operation : int { kForward = 0 };
-FLASHRTC_API const char* to_string(Operation op);  ///< "forward"
+/// What a family computes. Each operation has its own parameter struct (ForwardParams for kForward). The
+/// backward pass is four kernels, each an operation of its own families: the pre-pass (D = rowsum(dO * O)),
+/// the main kernel (dK, dV, and dQ by atomics), the deterministic mode's dQ pass, and the conversion of the
+/// atomics' fp32 dQ.
+enum class Operation : int {
+  kForward = 0,
+  kBackward = 1,
+  kBackwardPrep = 2,
+  kBackwardDq = 3,
+  kBackwardDqConvert = 4
+};
+/// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert".
+FLASHRTC_API const char* to_string(Operation op);
 
 /// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family
 /// lists those it needs in KernelFamily::needs_traits, and a call without them runs on the next family.
@@ -142,7 +152,8 @@ struct KernelFamily {
   std::size_t (*smem_bytes)(const KernelSpec& spec) = nullptr;
   int (*threads)(const KernelSpec& spec) = nullptr;
   /// Fills the launch of one call: grid, block, cluster, shared memory and kernel parameters. op_params is the
-  /// operation's parameter struct (a ForwardParams for Operation::kForward), already validated. Throws
+  /// operation's parameter struct (a ForwardParams for Operation::kForward; for the backward operations the
+  /// runtime's detail::BackwardLaunch, which adds the workspaces), already validated. Throws
   /// Error(kInvalidArgument) for a problem the grid cannot index.
   void (*build_launch)(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) = nullptr;
 

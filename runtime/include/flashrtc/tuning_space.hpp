@@ -61,8 +61,9 @@ FLASHRTC_API std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim
                                                        std::int64_t seqlen_kv, TuneSpace space,
                                                        const SmLimits& limits);
 
-/// What `flashrtc compile --all` warms for arch: for every forward family that runs on arch, every dtype it
-/// takes x head dim {32, 64, 96, 128, 256} x mask with the default tile for arch's shared memory (and the short-key-sequence default where it differs), then every tuned entry of the tuning database for arch and
+/// What `flashrtc compile --all` warms for arch: for every family that runs on arch (forward and backward
+/// kernels alike), every dtype it takes x head dim {32, 64, 96, 128, 256} x mask (once for a kernel without
+/// a mask argument) with the default tile for arch's shared memory (and the short-key-sequence default where it differs), then every tuned entry of the tuning database for arch and
 /// this NVRTC version (unless with_tuned is false), without duplicates; the defaults come first.
 FLASHRTC_API std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned = true);
 

@@ -1,0 +1,80 @@
+// attention_backward: FlashAttention-2's backward as up to four kernels on the call's stream, each resolved
+// through the family table like a forward call:
+//   bwd-prep        D = rowsum(dO * O) and, unless deterministic, the fp32 dQ workspace zeroed;
+//   bwd-mma (main)  dK and dV, and (unless deterministic) dQ added into the workspace with atomics;
+//   bwd-dq-convert  the workspace into d_q                                  (default mode);
+//   bwd-dq-mma      dQ in a separate atomic-free pass over query blocks     (deterministic mode).
+#include "flashrtc/attention_backward.hpp"
+
+#include "backward_validation.hpp"
+#include "call_plan.hpp"
+#include "families/backward_launch.hpp"
+#include "flashrtc/config_resolution.hpp"
+#include "flashrtc/error.hpp"
+#include "launch.hpp"
+#include "stream_scratch.hpp"
+
+namespace flashrtc {
+
+namespace {
+
+// The query of one of the backward's kernels; the call's explicit tile is the main kernel's.
+ConfigQuery backward_query(const BackwardParams& p, Operation op) {
+  ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op};
+  if (op == Operation::kBackward) q.explicit_config = p.config;
+  return q;
+}
+
+std::size_t round_up(std::size_t bytes) {
+  return (bytes + detail::kScratchAlignBytes - 1) / detail::kScratchAlignBytes * detail::kScratchAlignBytes;
+}
+
+void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& backward, CUstream stream) {
+  LaunchShape shape;
+  KernelArgs args;
+  call.plan.family->build_launch(call.plan, &backward, shape, args);
+  detail::launch_kernel(call.function, shape, stream, args.pointers);
+}
+
+}  // namespace
+
+void validate_backward(const BackwardParams& p) {
+  detail::validate_backward_arguments(p);
+  if (p.config) {
+    const KernelFamily& family = portable_family(Operation::kBackward, p.dtype, static_cast<int>(p.head_dim));
+    const std::string reason =
+        family.check_config(p.dtype, static_cast<int>(p.head_dim), *p.config, kSmemBytesSm90);
+    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + reason);
+  }
+}
+
+double attention_backward_flops(const BackwardParams& p) {
+  return 2.5 * attention_flops(detail::forward_of(p));
+}
+
+void attention_backward(const BackwardParams& p) {
+  detail::validate_backward_arguments(p);
+  // Every kernel is resolved (and compiled) before anything is allocated or launched.
+  const detail::PreparedCall& prep = detail::prepare_call(backward_query(p, Operation::kBackwardPrep));
+  const detail::PreparedCall& main = detail::prepare_call(backward_query(p, Operation::kBackward));
+  const detail::PreparedCall& dq = detail::prepare_call(
+      backward_query(p, p.deterministic ? Operation::kBackwardDq : Operation::kBackwardDqConvert));
+
+  const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
+  const std::size_t d_rows_bytes = round_up(rows * sizeof(float));
+  const std::size_t dq_bytes =
+      p.deterministic ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+  const CUstream stream = static_cast<CUstream>(p.stream);
+  // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
+  const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
+  detail::BackwardLaunch backward;
+  backward.params = &p;
+  backward.d_rows = reinterpret_cast<float*>(scratch.data());
+  backward.dq_accum = p.deterministic ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
+
+  launch(prep, backward, stream);
+  launch(main, backward, stream);
+  launch(dq, backward, stream);
+}
+
+}  // namespace flashrtc

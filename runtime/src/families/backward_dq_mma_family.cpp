@@ -1,0 +1,46 @@
+// The deterministic mode's dQ pass on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
+// kernel_sources/flashrtc/attention_backward_dq_mma.cuh.
+#include "families/backward_launch.hpp"
+#include "families/builtin_families.hpp"
+#include "families/forward_launch.hpp"
+#include "families/shape_rules.hpp"
+#include "flashrtc/mma_backward_shape.cuh"
+
+namespace flashrtc::detail {
+
+namespace {
+
+MmaBackwardDqShape shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
+KernelFamily describe() {
+  KernelFamily f;
+  f.name = "bwd-dq-mma";
+  f.operation = Operation::kBackwardDq;
+  f.dtypes = {DType::kFloat16, DType::kBFloat16};
+  f.min_cc = 80;
+  f.priority = 10;
+  f.header = "flashrtc/attention_backward_dq_mma.cuh";
+  f.kernel_template = "flashrtc::attention_backward_dq_mma";
+  f.template_args = forward_block_template_args();
+  f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {1, 2, 4, 8}, {1, 2}};
+  // Not yet timed on a GPU: chosen by the register budget (dQ, S and dP accumulators per thread,
+  // MmaBackwardDqShape::accumulator_floats). Every default compiles without spills for sm_80 and sm_90a.
+  f.defaults = {
+      {128, {{{64, 64, 4, 2}}}, "d<=128: at most 128 accumulators; untimed"},
+      {256, {{{64, 32, 4, 2}}}, "d<=256: 160 accumulators, 133 KB of shared memory; untimed"},
+  };
+  use_shape_rules<shape>(f);
+  f.build_launch = build_backward_query_blocks_launch;
+  return f;
+}
+
+}  // namespace
+
+const KernelFamily& backward_dq_mma_family() {
+  static const KernelFamily family = describe();
+  return family;
+}
+
+}  // namespace flashrtc::detail

@@ -1,0 +1,34 @@
+#pragma once
+// The launches of the backward families, which share kernel::BackwardParams (backward_params.cuh). Their
+// build_launch takes a BackwardLaunch: the validated call and the workspaces attention_backward allocated.
+#include <vector>
+
+#include "flashrtc/attention_backward.hpp"
+#include "flashrtc/kernel_family.hpp"
+
+namespace flashrtc::detail {
+
+struct BackwardLaunch {
+  const BackwardParams* params = nullptr;
+  float* d_rows = nullptr;    // [batch, heads_q, seqlen_q]: D = rowsum(dO * O)
+  float* dq_accum = nullptr;  // [batch, heads_q, seqlen_q, head_dim] fp32, or null in deterministic mode
+};
+
+// The template parameters of the row passes (backward_rows.cuh): <T, kHeadDim, kBlockM, kWarps>.
+inline std::vector<TemplateArg> backward_rows_template_args() {
+  return {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kWarps};
+}
+
+// KernelFamily::build_launch of the kernels with one thread block per (batch, kv head, block_n keys): the
+// main kernel. Throws Error(kInvalidArgument) when the grid would exceed 2^31 - 1 blocks (as every builder
+// here).
+void build_backward_key_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                      KernelArgs& args);
+// One thread block per (batch, query head, block_m queries): the deterministic dQ pass.
+void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                        KernelArgs& args);
+// One thread block per block_m rows of [batch, heads_q, seqlen_q]: the row passes.
+void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                KernelArgs& args);
+
+}  // namespace flashrtc::detail
