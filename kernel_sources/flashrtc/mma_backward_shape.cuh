@@ -6,11 +6,14 @@
 namespace flashrtc {
 
 // Shared-memory rows of a [rows, head_dim] 16-bit tile: the head dim padded to 16 (one k-step of mma.sync),
+// or to 32 above 128 so that two warps can split it into 16-column slices (d = 200 has 13 of 16 columns),
 // rows padded by one 16-byte chunk to an odd pitch so that the 8 rows one ldmatrix reads hit 8 distinct
 // 16-byte bank groups.
 struct MmaTileRows {
   int head_dim;
-  constexpr int head_dim_padded() const { return (head_dim + 15) / 16 * 16; }
+  constexpr int head_dim_padded() const {
+    return head_dim > 128 ? (head_dim + 31) / 32 * 32 : (head_dim + 15) / 16 * 16;
+  }
   constexpr int chunks() const { return head_dim_padded() / 8; }
   constexpr int pitch_chunks() const { return chunks() + 1; }
   constexpr unsigned row_bytes() const { return unsigned(pitch_chunks()) * 16u; }

@@ -92,6 +92,10 @@ class Gradients(unittest.TestCase):
         ref = gradients(lambda *x: attention_by(*x, causal, scale, SDPBackend.MATH),
                         (q_b.double(), k_b.double(), v_b.double()), dout_b.double())
         peer = gradients(lambda *x: attention_by(*x, causal, scale), (q_b, k_b, v_b), dout_b)
+        if not all(bool(torch.isfinite(t).all()) for t in peer):
+            # SDPA's fused fp16 kernels return NaN for some calls (a negative scale): its math backend in the
+            # input dtype is the peer then.
+            peer = gradients(lambda *x: attention_by(*x, causal, scale, SDPBackend.MATH), (q_b, k_b, v_b), dout_b)
         torch.cuda.synchronize()
         eps = max(torch.finfo(q.dtype).eps, 1e-5)  # floored for fp32, whose peers may round differently (TF32)
         for name, mine, reference, other in zip(("o", "dq", "dk", "dv"), got, ref, peer):

@@ -10,7 +10,7 @@
 namespace flashrtc::reference {
 
 Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
-                   double abs_floor) {
+                   double abs_floor, double floor_magnitude) {
   Comparison c;
   c.count = n;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -34,7 +34,7 @@ Comparison compare(const double* got, const double* ref, const double* ref_input
       c.worst_index = i;
     }
   }
-  c.allowed = 2 * c.budget_abs_error + abs_floor * c.max_abs_reference;
+  c.allowed = 2 * c.budget_abs_error + abs_floor * std::max(c.max_abs_reference, floor_magnitude);
   c.pass = c.non_finite == 0 && c.max_abs_error <= c.allowed;
   return c;
 }

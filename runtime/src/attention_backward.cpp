@@ -2,8 +2,11 @@
 // through the family table like a forward call:
 //   bwd-prep        D = rowsum(dO * O) and, unless deterministic, the fp32 dQ workspace zeroed;
 //   bwd-mma (main)  dK and dV, and (unless deterministic) dQ added into the workspace with atomics;
-//   bwd-dq-convert  the workspace into d_q                                  (default mode);
-//   bwd-dq-mma      dQ in a separate atomic-free pass over query blocks     (deterministic mode).
+//   bwd-dq-convert  the workspace into d_q                                  (atomic mode);
+//   bwd-dq-mma      dQ in a separate atomic-free pass over query blocks     (default, deterministic).
+// The separate pass is the default: measured faster on an H200 (bf16 d=128, N=4096: 168 TFLOP/s against the
+// atomic mode's 127; d=64 169 against 131; docs/PERFORMANCE.md), so every call is deterministic. The atomic
+// mode stays for GPUs where it may win; kAtomicDq turns it on for non-deterministic calls.
 #include "flashrtc/attention_backward.hpp"
 
 #include "backward_validation.hpp"
@@ -17,6 +20,8 @@
 namespace flashrtc {
 
 namespace {
+
+constexpr bool kAtomicDq = false;
 
 // The query of one of the backward's kernels; the call's explicit tile is the main kernel's.
 ConfigQuery backward_query(const BackwardParams& p, Operation op) {
@@ -54,23 +59,24 @@ double attention_backward_flops(const BackwardParams& p) {
 
 void attention_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
+  const bool separate_dq = p.deterministic || !kAtomicDq;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
   const detail::PreparedCall& prep = detail::prepare_call(backward_query(p, Operation::kBackwardPrep));
   const detail::PreparedCall& main = detail::prepare_call(backward_query(p, Operation::kBackward));
   const detail::PreparedCall& dq = detail::prepare_call(
-      backward_query(p, p.deterministic ? Operation::kBackwardDq : Operation::kBackwardDqConvert));
+      backward_query(p, separate_dq ? Operation::kBackwardDq : Operation::kBackwardDqConvert));
 
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
   const std::size_t d_rows_bytes = round_up(rows * sizeof(float));
   const std::size_t dq_bytes =
-      p.deterministic ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+      separate_dq ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
   const CUstream stream = static_cast<CUstream>(p.stream);
   // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
   const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
   detail::BackwardLaunch backward;
   backward.params = &p;
   backward.d_rows = reinterpret_cast<float*>(scratch.data());
-  backward.dq_accum = p.deterministic ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
+  backward.dq_accum = separate_dq ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
 
   launch(prep, backward, stream);
   launch(main, backward, stream);
