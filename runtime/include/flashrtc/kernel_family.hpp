@@ -73,7 +73,7 @@ struct KernelSpec {
 struct KernelArgs {
   static constexpr std::size_t kCapacityBytes = 1024;
   static constexpr int kMaxArgs = 8;
-  alignas(64) unsigned char storage[kCapacityBytes];
+  alignas(128) unsigned char storage[kCapacityBytes];  // CUtensorMap (cuda.h) is 128-byte aligned
   void* pointers[kMaxArgs];
   std::size_t used_bytes = 0;
   int count = 0;
