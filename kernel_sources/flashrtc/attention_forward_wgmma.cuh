@@ -2,9 +2,11 @@
 // Forward attention for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: TMA loads, wgmma products and
 // warp specialization (FlashAttention-3's structure).
 //
-// One thread block owns block_m query rows of one (batch, head). Warp group 0 is the producer: one thread
-// issues every TMA copy (Q once, then K and V tiles of block_n keys into a ring of `stages` buffers), the
-// other threads give their registers away and leave. Each other warp group consumes 64 query rows:
+// A work tile is block_m query rows of one (batch, head). Without a mask the grid is persistent: each thread
+// block strides over the tiles (wgmma_forward_persistent); under a causal mask each block takes one tile. Warp group 0 is the producer: one
+// thread issues every TMA copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages`
+// buffers that runs on across tiles, so the next tile's keys load under this one's epilogue), the other
+// threads give their registers away and leave. Each other warp group consumes 64 query rows:
 //   S = Q K^T     wgmma, both operands from shared memory;
 //   softmax       running max and sum per row in registers, exp2 with the scale folded in;
 //   O += P V      wgmma with P from registers (S's accumulators packed to 16 bits are its A fragments) and
@@ -16,7 +18,8 @@
 // the ones that need a mask (the causal diagonal, the end of the keys) come first.
 // Buffers are handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp
 // arrives on once its products have read the buffer. O leaves through shared memory (the group's Q tile)
-// and a TMA store, which clips rows past the end; lse is written from registers.
+// and a TMA store, which clips rows past the end; lse is written from registers. The group's "Q empty"
+// barrier tells the producer when the store has read the tile, so the next Q may overwrite it.
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/forward_block.cuh"
 #include "flashrtc/forward_epilogue.cuh"
@@ -24,6 +27,7 @@
 #include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
 #include "flashrtc/online_softmax.cuh"
+#include "flashrtc/opaque.cuh"
 #include "flashrtc/sm90_async.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_forward_shape.cuh"
@@ -59,21 +63,25 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const unsigned v_smem = k_smem + kStages * kKVBytes;
   const unsigned barriers = v_smem + kStages * kKVBytes;
   const auto q_full = [&](int group) { return barriers + 8u * group; };
-  const auto k_full = [&](int stage) { return barriers + 8u * (kConsumers + stage); };
-  const auto v_full = [&](int stage) { return barriers + 8u * (kConsumers + kStages + stage); };
-  const auto k_empty = [&](int stage) { return barriers + 8u * (kConsumers + 2 * kStages + stage); };
-  const auto v_empty = [&](int stage) { return barriers + 8u * (kConsumers + 3 * kStages + stage); };
+  const auto q_empty = [&](int group) { return barriers + 8u * (kConsumers + group); };
+  const auto k_full = [&](int stage) { return barriers + 8u * (2 * kConsumers + stage); };
+  const auto v_full = [&](int stage) { return barriers + 8u * (2 * kConsumers + kStages + stage); };
+  const auto k_empty = [&](int stage) { return barriers + 8u * (2 * kConsumers + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return barriers + 8u * (2 * kConsumers + 3 * kStages + stage); };
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
   const int tid = threadIdx.x;
   const int group = tid / 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
-  const int num_n_blocks = block.num_n_blocks;
+  using Block = ForwardBlock<T, kBlockM, kBlockN, kMask>;
+  constexpr bool kPersistent = wgmma_forward_persistent(static_cast<int>(kMask));
 
   if (tid == 0) {
-    for (int g = 0; g < kConsumers; ++g) mbarrier_init(q_full(g), 1);
+    for (int g = 0; g < kConsumers; ++g) {
+      mbarrier_init(q_full(g), 1);
+      mbarrier_init(q_empty(g), 1);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
@@ -90,30 +98,41 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tma_prefetch_descriptor(q_map);
       tma_prefetch_descriptor(k_map);
       tma_prefetch_descriptor(v_map);
-      for (int g = 0; g < kConsumers; ++g) {
-        // The full box's bytes even where it hangs past the end: TMA counts the zeros it fills in.
-        mbarrier_arrive_expect_tx(q_full(g), kQGroupBytes);
-        for (int panel = 0; panel < kPanels; ++panel)
-          tma_load_4d(q_smem + g * kQGroupBytes + panel * 64u * kPanelBytes, q_map, q_full(g),
-                      panel * kPanelElements, static_cast<int>(block.m0) + 64 * g, block.head, block.batch);
-      }
-      for (int i = 0; i < num_n_blocks; ++i) {
-        const int n0 = (num_n_blocks - 1 - i) * kBlockN;
-        const int stage = i % kStages;
-        const unsigned phase = (i / kStages) & 1;
-        mbarrier_wait(k_empty(stage), phase ^ 1);
-        mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
+      int kv_loads = 0;  // K and V tiles issued so far: the ring's position
+      for_each_tile<kPersistent>(p, [&](int tile, int local) {
+        const Block block(p, tile);
+        const auto load_q = [&]() {
+          for (int g = 0; g < kConsumers; ++g) {
+            mbarrier_wait(q_empty(g), (local & 1) ^ 1);
+            // The full box's bytes even where it hangs past the end: TMA counts the zeros it fills in.
+            mbarrier_arrive_expect_tx(q_full(g), kQGroupBytes);
 #pragma unroll 1
-        for (int panel = 0; panel < kPanels; ++panel)
-          tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
-                      panel * kPanelElements, n0, block.kv_head, block.batch);
-        mbarrier_wait(v_empty(stage), phase ^ 1);
-        mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
+            for (int panel = 0; panel < kPanels; ++panel)
+              tma_load_4d(q_smem + g * kQGroupBytes + panel * 64u * kPanelBytes, q_map, q_full(g),
+                          panel * kPanelElements, static_cast<int>(block.m0) + 64 * g, block.head, block.batch);
+          }
+        };
+        if (block.num_n_blocks == 0) load_q();
+        for (int i = 0; i < block.num_n_blocks; ++i, ++kv_loads) {
+          const int n0 = (block.num_n_blocks - 1 - i) * kBlockN;
+          const int stage = kv_loads % kStages;
+          const unsigned phase = (kv_loads / kStages) & 1;
+          mbarrier_wait(k_empty(stage), phase ^ 1);
+          mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
 #pragma unroll 1
-        for (int panel = 0; panel < kPanels; ++panel)
-          tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
-                      panel * kPanelElements, n0, block.kv_head, block.batch);
-      }
+          for (int panel = 0; panel < kPanels; ++panel)
+            tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
+                        panel * kPanelElements, n0, block.kv_head, block.batch);
+          // Q waits for the previous tile's epilogue: after the first K tile, which need not.
+          if (i == 0) load_q();
+          mbarrier_wait(v_empty(stage), phase ^ 1);
+          mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
+#pragma unroll 1
+          for (int panel = 0; panel < kPanels; ++panel)
+            tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
+                        panel * kPanelElements, n0, block.kv_head, block.batch);
+        }
+      });
     }
     return;
   }
@@ -122,17 +141,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int consumer = group - 1;
   const int warp_in_group = warp % 4;
   const unsigned q_tile = q_smem + consumer * kQGroupBytes;
-  const long long group_m0 = block.m0 + 64 * consumer;
-  const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;  // this lane's rows: row0 and row0 + 8
-  const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
 
   float acc_o[kHeadDim / 2];
   float acc_s[kBlockN / 2];
   unsigned p_frag[kPVSteps][4];
-  float m_run[2] = {negative_infinity(), negative_infinity()};
-  float l_run[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < kHeadDim / 2; ++i) acc_o[i] = 0.f;
+  float m_run[2];
+  float l_run[2];
 
   // S = Q K^T for the K tile in `stage`, issued and committed (not waited for).
   const auto issue_qk = [&](int stage) {
@@ -177,11 +191,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   };
-  // Scales, masks and exponentiates S of the key tile at n0 in place; returns whether some row's maximum
-  // moved, and each row's O rescale factor. Tiles without a mask fold the scale into the exponent.
-  const auto softmax = [&](long long n0, float (&alpha)[2]) -> bool {
+  // Scales, masks and exponentiates S of the key tile at n0 in place (this lane's rows are row0 and row0 + 8
+  // of the group's 64 from group_m0); returns whether some row's maximum moved, and each row's O rescale
+  // factor. Tiles without a mask fold the scale into the exponent. Key tiles go from the last to the first,
+  // so without a causal mask only the first one visited can overhang the keys: the others need no check.
+  const auto softmax = [&](const KeyMask<kMask>& mask, long long group_m0, long long row0, long long n0,
+                           bool first_tile, float(&alpha)[2]) -> bool {
     float scale = p.scale_log2;
-    if (mask.tile_needs_mask(group_m0, n0, kBlockN)) {
+    if ((kMask != kernel::Mask::kNone || first_tile) && mask.tile_needs_mask(group_m0, n0, kBlockN)) {
       // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
 #pragma unroll
       for (int i = 0; i < kBlockN / 2; ++i) acc_s[i] *= scale;
@@ -217,85 +234,109 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       for (int r = 0; r < 4; ++r) p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
   };
 
-  mbarrier_wait(q_full(consumer), 0);
-  if (num_n_blocks > 0) {
-    float alpha[2];
-    // Group 0 holds the token first; every issue below is one turn of each group (num_n_blocks + 1 turns),
-    // and the last pass of group 1 is skipped so that no arrival is left over at exit.
-    if (consumer == 1) pass_turn();
-    mbarrier_wait(k_full(0), 0);
-    wait_turn();
-    issue_qk(0);
-    pass_turn();
-    wgmma_wait<0>();
-    wgmma_hold(acc_s);
-    release(k_empty(0));
-    softmax(static_cast<long long>(num_n_blocks - 1) * kBlockN, alpha);
-    pack_p();
-    for (int i = 1; i < num_n_blocks; ++i) {
-      const int stage = i % kStages;
-      const int prev = (i - 1) % kStages;
-      mbarrier_wait(k_full(stage), (i / kStages) & 1);
-      mbarrier_wait(v_full(prev), ((i - 1) / kStages) & 1);
+  // Ping-pong turns run on across tiles: both groups take num_n_blocks + 1 turns per tile. Group 1 passes
+  // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.
+  if (consumer == 1) pass_turn();
+  int kv_reads = 0;  // K and V tiles consumed so far: the ring's position, as the producer counts it
+  for_each_tile<kPersistent>(p, [&](int tile, int local) {
+    const Block block(p, tile);
+    const int num_n_blocks = block.num_n_blocks;
+    const long long group_m0 = block.m0 + 64 * consumer;
+    const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;  // this lane's rows: row0 and row0 + 8
+    const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_run[h] = negative_infinity(), l_run[h] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 2; ++i) acc_o[i] = 0.f;
+
+    mbarrier_wait(q_full(consumer), local & 1);
+    if (num_n_blocks > 0) {
+      float alpha[2];
+      const auto stage_of = [&](int i) { return (kv_reads + i) % kStages; };
+      const auto phase_of = [&](int i) { return unsigned((kv_reads + i) / kStages) & 1u; };
+      mbarrier_wait(k_full(stage_of(0)), phase_of(0));
       wait_turn();
-      issue_qk(stage);
-      issue_pv(prev);
+      issue_qk(stage_of(0));
       pass_turn();
-      wgmma_wait<1>();  // S is done; P V may still run
+      wgmma_wait<0>();
       wgmma_hold(acc_s);
-      release(k_empty(stage));
-      const bool moved = softmax(static_cast<long long>(num_n_blocks - 1 - i) * kBlockN, alpha);
+      release(k_empty(stage_of(0)));
+      softmax(mask, group_m0, row0, static_cast<long long>(num_n_blocks - 1) * kBlockN, true, alpha);
+      pack_p();
+      for (int i = 1; i < num_n_blocks; ++i) {
+        const int stage = stage_of(i);
+        const int prev = stage_of(i - 1);
+        mbarrier_wait(k_full(stage), phase_of(i));
+        mbarrier_wait(v_full(prev), phase_of(i - 1));
+        wait_turn();
+        issue_qk(stage);
+        issue_pv(prev);
+        pass_turn();
+        wgmma_wait<1>();  // S is done; P V may still run
+        wgmma_hold(acc_s);
+        release(k_empty(stage));
+        const bool moved =
+            softmax(mask, group_m0, row0, static_cast<long long>(num_n_blocks - 1 - i) * kBlockN, false, alpha);
+        wgmma_wait<0>();
+        wgmma_hold(acc_o);
+        wgmma_hold(p_frag);
+        release(v_empty(prev));
+        // Once the running maxima settle most tiles move none of the warp's: skip the rescale then.
+        if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+          for (int t = 0; t < kOTiles; ++t)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[4 * t + e] *= alpha[e / 2];
+        }
+        pack_p();
+      }
+      const int last = stage_of(num_n_blocks - 1);
+      mbarrier_wait(v_full(last), phase_of(num_n_blocks - 1));
+      wait_turn();
+      issue_pv(last);
+      pass_turn();
       wgmma_wait<0>();
       wgmma_hold(acc_o);
       wgmma_hold(p_frag);
-      release(v_empty(prev));
-      // Once the running maxima settle most tiles move none of the warp's: skip the rescale then.
-      if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int t = 0; t < kOTiles; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_o[4 * t + e] *= alpha[e / 2];
-      }
-      pack_p();
+      release(v_empty(last));
+      kv_reads += num_n_blocks;
     }
-    const int last = (num_n_blocks - 1) % kStages;
-    mbarrier_wait(v_full(last), ((num_n_blocks - 1) / kStages) & 1);
-    wait_turn();
-    issue_pv(last);
-    if (consumer == 0) pass_turn();
-    wgmma_wait<0>();
-    wgmma_hold(acc_o);
-    wgmma_hold(p_frag);
-    release(v_empty(last));
-  }
 
-  // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
-  // the swizzled layout the O map stores from; then one thread stores it.
-  float* lse_row = block.lse;
+    // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
+    // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
+    // tile, hands it back to the producer. In the persistent loop the addresses come from opaque copies,
+    // computed here per tile.
+    const Block out(p, tile);  // recomputed, not held through the main loop, where registers are short
+    float* lse_row = out.lse;
+    const int lane_e = kPersistent ? opaque(lane) : lane;
+    const unsigned o_tile = kPersistent ? opaque(q_tile) : q_tile;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = row_lanes_sum<4>(l_run[h]);
-    const float inv_l = inverse_row_sum(l);
-    const int r = 16 * warp_in_group + lane / 4 + 8 * h;
+    for (int h = 0; h < 2; ++h) {
+      const float l = row_lanes_sum<4>(l_run[h]);
+      const float inv_l = inverse_row_sum(l);
+      const int r = 16 * warp_in_group + lane_e / 4 + 8 * h;
 #pragma unroll
-    for (int t = 0; t < kOTiles; ++t) {
-      const int col = 8 * t + 2 * (lane % 4);
-      const unsigned address = q_tile + (col / kPanelElements) * 64u * kPanelBytes +
-                               Panel::offset(r, (col % kPanelElements) * 2);
-      const unsigned packed = pack2<T>(acc_o[4 * t + 2 * h] * inv_l, acc_o[4 * t + 2 * h + 1] * inv_l);
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(packed) : "memory");
+      for (int t = 0; t < kOTiles; ++t) {
+        const int col = 8 * t + 2 * (lane_e % 4);
+        const unsigned address = o_tile + (col / kPanelElements) * 64u * kPanelBytes +
+                                 Panel::offset(r, (col % kPanelElements) * 2);
+        const unsigned packed = pack2<T>(acc_o[4 * t + 2 * h] * inv_l, acc_o[4 * t + 2 * h + 1] * inv_l);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(packed) : "memory");
+      }
+      if (lse_row && lane % 4 == 0 && row0 + 8 * h < p.seqlen_q) lse_row[row0 + 8 * h] = row_lse(m_run[h], l);
     }
-    if (lse_row && lane % 4 == 0 && row0 + 8 * h < p.seqlen_q) lse_row[row0 + 8 * h] = row_lse(m_run[h], l);
-  }
-  fence_async_shared();
-  named_barrier_sync(3 + consumer, 128);  // ids 1 and 2 are the ping-pong turns
-  if (tid % 128 == 0) {
-    for (int panel = 0; panel < kPanels; ++panel)
-      tma_store_4d(o_map, q_tile + panel * 64u * kPanelBytes, panel * kPanelElements, static_cast<int>(group_m0),
-                   block.head, block.batch);
-    tma_store_commit();
-    tma_store_wait_read();
-  }
+    fence_async_shared();
+    named_barrier_sync(3 + consumer, 128);  // ids 1 and 2 are the ping-pong turns
+    if (tid % 128 == 0) {
+      for (int panel = 0; panel < kPanels; ++panel)
+        tma_store_4d(o_map, q_tile + panel * 64u * kPanelBytes, panel * kPanelElements, static_cast<int>(group_m0),
+                     out.head, out.batch);
+      tma_store_commit();
+      tma_store_wait_read();
+      if constexpr (kPersistent) mbarrier_arrive(q_empty(consumer));
+    }
+  });
+  if (consumer == 0) wait_turn();
 }
 
 }  // namespace flashrtc

@@ -17,10 +17,11 @@ struct ForwardBlock {
   float* lse;         // this (batch, head)'s lse row, or null
   int batch, head, kv_head;
 
-  __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) {
+  // Work tile `tile` of p.num_blocks.
+  __device__ __forceinline__ ForwardBlock(const kernel::ForwardParams& p, int tile) {
     constexpr bool kCausal = kMask != kernel::Mask::kNone;
-    const int m_linear = blockIdx.x % p.num_m_blocks;
-    const int bh = blockIdx.x / p.num_m_blocks;
+    const int m_linear = tile % p.num_m_blocks;
+    const int bh = tile / p.num_m_blocks;
     head = bh % p.heads_q;
     batch = bh / p.heads_q;
     // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.
@@ -39,6 +40,19 @@ struct ForwardBlock {
     if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
     num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
   }
+  // One thread block per work tile.
+  __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}
 };
+
+// Calls fn(tile, local) for this thread block's work tiles, local counting them from 0: on a persistent grid
+// every gridDim.x-th tile from blockIdx.x, else tile blockIdx.x alone.
+template <bool kPersistent, typename Fn>
+__device__ __forceinline__ void for_each_tile(const kernel::ForwardParams& p, Fn&& fn) {
+  if constexpr (kPersistent) {
+    for (int tile = blockIdx.x, local = 0; tile < p.num_blocks; tile += gridDim.x, ++local) fn(tile, local);
+  } else {
+    fn(static_cast<int>(blockIdx.x), 0);
+  }
+}
 
 }  // namespace flashrtc

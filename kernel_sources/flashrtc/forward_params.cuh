@@ -22,7 +22,9 @@ struct ForwardParams {
   int seqlen_q, seqlen_kv;
   int heads_q;
   int kv_group;      // heads_q / heads_kv
-  int num_m_blocks;  // ceil(seqlen_q / block_m); blockIdx.x = (batch * heads_q + head) * num_m_blocks + m
+  int num_m_blocks;  // ceil(seqlen_q / block_m)
+  int num_blocks;    // batch * heads_q * num_m_blocks work tiles: tile t = (batch * heads_q + head) *
+                     // num_m_blocks + m, one per thread block or strided over a persistent grid
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };
 

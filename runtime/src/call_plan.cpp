@@ -65,21 +65,6 @@ CUcontext current_context_handle() {
   return context;
 }
 
-// An explicit tile that no family of the call's operation can build is the caller's error whatever the GPU:
-// reported before a device is needed.
-void check_buildable(const ConfigQuery& query) {
-  std::string first_reason;
-  for (const KernelFamily* family : kernel_families()) {
-    if (family->operation != query.operation || !family->serves_dtype(query.dtype) ||
-        !family->serves_head_dim(query.head_dim))
-      continue;
-    const std::string reason = family->check_config(query.dtype, query.head_dim, *query.explicit_config, kSmemBytesSm90);
-    if (reason.empty()) return;
-    if (first_reason.empty()) first_reason = reason;
-  }
-  if (!first_reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + first_reason);
-}
-
 }  // namespace
 
 CallPlan make_plan(const ConfigQuery& query, const ConfigResolution& resolution, const DeviceTarget& target) {
@@ -107,12 +92,19 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   }
 
   // Miss: resolve, then load (compiling if needed) outside the lock.
-  if (query.explicit_config) check_buildable(query);
+  // An explicit tile that no family of the call's operation can build is the caller's error whatever the GPU:
+  // reported before a device is needed.
+  if (query.explicit_config) {
+    const std::string reason = check_config_any_family(query.operation, query.dtype, query.head_dim,
+                                                       *query.explicit_config, kSmemBytesSm90);
+    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + reason);
+  }
   const ContextInfo& info = current_context();
   const DeviceTarget target = device_target_for(info);
   const ConfigResolution resolution = resolve_call(bucketed, target);
   auto prepared = std::make_unique<PreparedCall>();
   prepared->plan = make_plan(bucketed, resolution, target);
+  prepared->plan.multiprocessors = info.multiprocessors;
   const CallPlan& plan = prepared->plan;
   if (plan.smem_bytes > static_cast<std::size_t>(info.smem_per_block_optin_bytes))
     throw Error(ErrorCode::kUnsupported, "tile " + to_string(plan.spec.tile) + " needs " +

@@ -192,6 +192,18 @@ const KernelFamily* find_kernel_family(std::string_view name) {
   return nullptr;
 }
 
+std::string check_config_any_family(Operation op, DType dtype, int head_dim, const TileConfig& config,
+                                    std::size_t smem_limit_bytes) {
+  std::string first_reason;
+  for (const KernelFamily* family : kernel_families()) {
+    if (family->operation != op || !family->serves_dtype(dtype) || !family->serves_head_dim(head_dim)) continue;
+    const std::string reason = family->check_config(dtype, head_dim, config, smem_limit_bytes);
+    if (reason.empty()) return {};
+    if (first_reason.empty()) first_reason = reason;
+  }
+  return first_reason;
+}
+
 std::string call_traits_text(unsigned missing) {
   std::string text;
   if (missing & kCallTmaStrides)

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "flashrtc/error.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "forward_validation.hpp"
 
 namespace flashrtc {
@@ -86,7 +87,8 @@ void validate_forward_arguments(const ForwardParams& p) {
 void validate_forward(const ForwardParams& p) {
   detail::validate_forward_arguments(p);
   if (p.config) {
-    const std::string reason = check_forward_config(p.dtype, static_cast<int>(p.head_dim), *p.config, kSmemBytesSm90);
+    const std::string reason = check_config_any_family(Operation::kForward, p.dtype, static_cast<int>(p.head_dim),
+                                                       *p.config, kSmemBytesSm90);
     if (!reason.empty()) invalid("config: " + reason);
   }
 }

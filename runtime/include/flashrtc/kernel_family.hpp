@@ -101,6 +101,9 @@ struct CallPlan {
   std::string arch;
   std::size_t smem_bytes = 0;  ///< dynamic shared memory per block
   int threads = 0;             ///< per block
+  /// The device's SM count where the plan was made for one (0: unknown). Persistent kernels size their grid
+  /// by it; with 0 they launch one block per work tile.
+  int multiprocessors = 0;
 };
 
 /// A kernel family. Plain data plus a few functions; the runtime reads it, never copies its rules.
@@ -191,6 +194,11 @@ inline constexpr int kDefaultMaxRegisters = 248;
 FLASHRTC_API std::vector<const KernelFamily*> kernel_families();
 /// The family named name, or null.
 FLASHRTC_API const KernelFamily* find_kernel_family(std::string_view name);
+/// Empty when some family of op that serves dtype and head_dim (on any arch) can build config within
+/// smem_limit_bytes: an explicit tile runs on the best family that builds it. Else the first such family's
+/// reason, naming the field.
+FLASHRTC_API std::string check_config_any_family(Operation op, DType dtype, int head_dim, const TileConfig& config,
+                                                 std::size_t smem_limit_bytes);
 
 /// The family a call runs on, and why each better-ranked family was passed over.
 struct FamilyChoice {

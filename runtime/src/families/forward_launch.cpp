@@ -13,19 +13,13 @@ static_assert(static_cast<int>(kernel::Mask::kNone) == static_cast<int>(MaskKind
 static_assert(static_cast<int>(kernel::Mask::kCausalTopLeft) == static_cast<int>(MaskKind::kCausalTopLeft));
 static_assert(static_cast<int>(kernel::Mask::kCausalBottomRight) == static_cast<int>(MaskKind::kCausalBottomRight));
 
-void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) {
-  const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
+kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardParams& p) {
   const std::int64_t num_m_blocks = (p.seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
-  // gridDim.x holds every (batch, head, query block).
   const __int128 blocks = static_cast<__int128>(num_m_blocks) * p.batch * p.heads_q;
   if (blocks > std::numeric_limits<std::int32_t>::max())
     throw Error(ErrorCode::kInvalidArgument,
                 "batch * heads_q * ceil(seqlen_q / block_m) = " + std::to_string(static_cast<long double>(blocks)) +
-                    " thread blocks: index overflow (the grid allows 2^31 - 1)");
-  shape.grid[0] = static_cast<unsigned>(blocks);
-  shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
-
+                    " work tiles: index overflow (at most 2^31 - 1)");
   kernel::ForwardParams k{};
   k.q = p.q.data;
   k.k = p.k.data;
@@ -41,8 +35,17 @@ void build_forward_block_launch(const CallPlan& plan, const void* op_params, Lau
   k.heads_q = static_cast<int>(p.heads_q);
   k.kv_group = static_cast<int>(p.heads_q / p.heads_kv);
   k.num_m_blocks = static_cast<int>(num_m_blocks);
+  k.num_blocks = static_cast<int>(blocks);
   const double scale = p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   k.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  return k;
+}
+
+void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) {
+  const kernel::ForwardParams k = forward_kernel_params(plan, *static_cast<const ForwardParams*>(op_params));
+  shape.grid[0] = static_cast<unsigned>(k.num_blocks);
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   args.push(k);
 }
 

@@ -3,6 +3,8 @@
 // ForwardBlock's grid (forward_block.cuh): one thread block per (batch, head, query block).
 #include <vector>
 
+#include "flashrtc/attention.hpp"
+#include "flashrtc/forward_params.cuh"
 #include "flashrtc/kernel_family.hpp"
 
 namespace flashrtc::detail {
@@ -14,8 +16,11 @@ inline std::vector<TemplateArg> forward_block_template_args() {
           TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
 }
 
-// KernelFamily::build_launch for those families. Throws Error(kInvalidArgument) when the grid would exceed
-// 2^31 - 1 blocks.
+// The kernels' parameters for a call: one work tile per (batch, head, query block).
+// Throws Error(kInvalidArgument) when the tiles would exceed 2^31 - 1.
+kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardParams& p);
+
+// KernelFamily::build_launch for those families: one thread block per work tile.
 void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args);
 
 }  // namespace flashrtc::detail

@@ -1,6 +1,9 @@
 // Forward attention for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_forward_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls it
 // cannot take (head dims off its grid, strides no TMA map describes) fall back to that family.
+#include <algorithm>
+#include <cstdint>
+
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
@@ -46,9 +49,15 @@ CUtensorMap tensor_map(const TensorRef& t, DType dtype, std::int64_t seqlen, std
   return encode_tensor_map(spec);
 }
 
+// Persistent or one block per work tile, as the kernel is built for the mask (wgmma_forward_shape.cuh).
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
-  build_forward_block_launch(plan, op_params, launch, args);
   const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
+  const kernel::ForwardParams k = forward_kernel_params(plan, p);
+  const bool persistent = wgmma_forward_persistent(static_cast<int>(p.mask)) && plan.multiprocessors > 0;
+  launch.grid[0] = static_cast<unsigned>(persistent ? std::min(k.num_blocks, plan.multiprocessors) : k.num_blocks);
+  launch.block[0] = static_cast<unsigned>(plan.threads);
+  launch.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  args.push(k);
   const WgmmaForwardShape s = shape(plan.spec);
   const int d = static_cast<int>(p.head_dim);
   args.push(tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, s));
