@@ -207,6 +207,16 @@ TEST_CASE("validate_forward accepts valid calls") {
     p.config = TileConfig{64, 32, 4, 2};
     CHECK_NOTHROW(validate_forward(p));
   }
+  SUBCASE("a tile only the Hopper family builds") {
+    // Explicit tiles run on the best family that builds them: a validation that knew only the portable
+    // family refused every wgmma tile.
+    ForwardParams p = valid_params(DType::kBFloat16, 128);
+    p.config = TileConfig{128, 160, 12, 2};
+    REQUIRE(check_forward_config(p.dtype, 128, *p.config, kSmemBytesSm90) != "");
+    CHECK_NOTHROW(validate_forward(p));
+    p.config = TileConfig{128, 160, 10, 2};  // no family has 10-warp tiles
+    CHECK(test::expect_error([&] { validate_forward(p); }).code() == ErrorCode::kInvalidArgument);
+  }
   SUBCASE("the largest lengths the kernels index with 32 bits") {
     ForwardParams p = valid_params();
     p.seqlen_q = p.seqlen_kv = kInt32Max;
