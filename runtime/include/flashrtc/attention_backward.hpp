@@ -1,11 +1,13 @@
 #pragma once
 /// Backward attention: given dO for o = softmax(scale * q k^T + mask) v, the gradients dQ, dK and dV
 /// (FlashAttention-2's algorithm: P recomputed from q, k and the forward's lse).
+#include <array>
 #include <cstdint>
 #include <optional>
 
 #include "flashrtc/attention.hpp"
 #include "flashrtc/export.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/types.hpp"
 
@@ -20,15 +22,15 @@ struct BackwardParams {
   TensorRef q, k, v;                       ///< the forward's inputs: q [B, Nq, Hq, d]; k, v [B, Nk, Hkv, d]
   TensorRef o;                             ///< the forward's output [B, Nq, Hq, d]
   TensorRef d_o;                           ///< gradient of the loss by o, [B, Nq, Hq, d]
-  const float* lse = nullptr;  ///< required: the forward's lse, [B, Hq, Nq] float32, contiguous
-  TensorRef d_q;               ///< written: [B, Nq, Hq, d]
-  TensorRef d_k, d_v;          ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
+  const float* lse = nullptr;              ///< required: the forward's lse, [B, Hq, Nq] float32, contiguous
+  TensorRef d_q;                           ///< written: [B, Nq, Hq, d]
+  TensorRef d_k, d_v;                  ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
   std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;     ///< the forward's
   /// Same bits on every run: no floating-point atomics. Every call is deterministic today (the atomic-free dQ
   /// pass measured faster on Hopper); the flag keeps the promise should an atomic mode become the default.
   bool deterministic = false;
-  void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
+  void* stream = nullptr;            ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;  ///< explicit tile for the main kernel; else tuned or default
 };
 
@@ -37,6 +39,11 @@ struct BackwardParams {
 /// Same input rules as attention_forward, for every tensor. Throws Error as attention_forward does;
 /// kInvalidArgument naming the tensor for one whose shape or strides do not fit (nothing launched).
 FLASHRTC_API void attention_backward(const BackwardParams& params);
+
+/// The operations of the kernels attention_backward launches, in launch order: the pre-pass, the main kernel
+/// and the dQ pass (the atomic-free pass over query blocks, or the conversion of the atomics' fp32 workspace
+/// where a non-deterministic call takes the atomic mode). Each resolves its family and tile on its own.
+FLASHRTC_API std::array<Operation, 3> backward_operations(bool deterministic);
 
 /// Checks params as attention_backward does, without a device. Throws Error(kInvalidArgument).
 FLASHRTC_API void validate_backward(const BackwardParams& params);
