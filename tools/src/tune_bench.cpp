@@ -131,20 +131,14 @@ ForwardParams TimingBuffers::bind(ForwardParams p, std::size_t launch) const {
   return p;
 }
 
-Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
-                      int warmup, int repeats, void* stream) {
-  ForwardParams p = shape;
-  p.config = tile;
-  p.stream = stream;
-  p.lse = nullptr;
-  std::size_t launch = 0;
-  for (int i = 0; i < warmup; ++i) attention_forward(buffers.bind(p, launch++));
+Timing time_calls(const std::function<void(std::size_t)>& launch, int warmup, int repeats, void* stream) {
+  std::size_t call = 0;
+  for (int i = 0; i < warmup; ++i) launch(call++);
   EventTimer timer;
   std::vector<double> times_ms;
   for (int i = 0; i < repeats; ++i) {
-    const ForwardParams bound = buffers.bind(p, launch++);
     timer.start(stream);
-    attention_forward(bound);
+    launch(call++);
     timer.stop(stream);
     times_ms.push_back(timer.elapsed_ms());
   }
@@ -155,6 +149,16 @@ Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const 
   t.min_ms = times_ms.front();
   t.max_ms = times_ms.back();
   return t;
+}
+
+Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
+                      int warmup, int repeats, void* stream) {
+  ForwardParams p = shape;
+  p.config = tile;
+  p.stream = stream;
+  p.lse = nullptr;
+  return time_calls([&](std::size_t call) { attention_forward(buffers.bind(p, call)); }, warmup, repeats,
+                    stream);
 }
 
 }  // namespace flashrtc::tools
