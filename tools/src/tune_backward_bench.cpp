@@ -47,14 +47,14 @@ BackwardTimingBuffers::BackwardTimingBuffers(const ForwardParams& shape, std::si
 
 Timing time_backward_candidate(const TileConfig& tile, const BackwardTimingBuffers& buffers, int warmup,
                                int repeats, void* stream) {
+  BackwardParams bound;
   return time_calls(
       [&](std::size_t call) {
-        BackwardParams p = buffers.params(call);
-        p.config = tile;
-        p.stream = stream;
-        attention_backward(p);
+        bound = buffers.params(call);
+        bound.config = tile;
+        bound.stream = stream;
       },
-      warmup, repeats, stream);
+      [&] { attention_backward(bound); }, warmup, repeats, stream);
 }
 
 }  // namespace flashrtc::tools

@@ -131,14 +131,19 @@ ForwardParams TimingBuffers::bind(ForwardParams p, std::size_t launch) const {
   return p;
 }
 
-Timing time_calls(const std::function<void(std::size_t)>& launch, int warmup, int repeats, void* stream) {
+Timing time_calls(const std::function<void(std::size_t)>& prepare, const std::function<void()>& launch,
+                  int warmup, int repeats, void* stream) {
   std::size_t call = 0;
-  for (int i = 0; i < warmup; ++i) launch(call++);
+  for (int i = 0; i < warmup; ++i) {
+    prepare(call++);
+    launch();
+  }
   EventTimer timer;
   std::vector<double> times_ms;
   for (int i = 0; i < repeats; ++i) {
+    prepare(call++);
     timer.start(stream);
-    launch(call++);
+    launch();
     timer.stop(stream);
     times_ms.push_back(timer.elapsed_ms());
   }
@@ -157,8 +162,9 @@ Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const 
   p.config = tile;
   p.stream = stream;
   p.lse = nullptr;
-  return time_calls([&](std::size_t call) { attention_forward(buffers.bind(p, call)); }, warmup, repeats,
-                    stream);
+  ForwardParams bound;
+  return time_calls([&](std::size_t call) { bound = buffers.bind(p, call); },
+                    [&] { attention_forward(bound); }, warmup, repeats, stream);
 }
 
 }  // namespace flashrtc::tools

@@ -47,9 +47,11 @@ struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
 
-/// warmup untimed calls of launch(i), then the median of `repeats` calls each timed by its own pair of CUDA
-/// events on stream; i counts every call from 0, so each can take the next buffer set.
-Timing time_calls(const std::function<void(std::size_t)>& launch, int warmup, int repeats, void* stream);
+/// warmup untimed calls, then the median of `repeats` calls each timed by its own pair of CUDA events on
+/// stream. Before call i (counting every call from 0), prepare(i) runs outside the timing: it can bind the
+/// next buffer set for launch().
+Timing time_calls(const std::function<void(std::size_t)>& prepare, const std::function<void()>& launch,
+                  int warmup, int repeats, void* stream);
 
 /// warmup untimed launches, then the median of `repeats` launches each timed by its own pair of CUDA events,
 /// every launch on the next buffer set.
