@@ -27,7 +27,7 @@ using namespace flashrtc::tools;
 namespace {
 
 struct TuneOptions {
-  std::string op = "fwd", dtype, mask = "none", space = "quick", json_path, plot_path;
+  std::string op = "fwd", kernel = "main", dtype, mask = "none", space = "quick", json_path, plot_path;
   int head_dim = 0;
   std::int64_t seqlen = 0, batch = 2, heads = 16;
   std::optional<std::int64_t> kv_seqlen;
@@ -55,13 +55,14 @@ ForwardParams shape_of(const TuneOptions& o) {
 }
 
 Operation operation_of(const TuneOptions& o) {
-  return o.op == "bwd" ? Operation::kBackward : Operation::kForward;
+  if (o.op != "bwd") return Operation::kForward;
+  return o.kernel == "dq" ? Operation::kBackwardDq : Operation::kBackward;
 }
 
-// The query whose tile is tuned: the forward call's, or its backward's main kernel's.
+// The query whose tile is tuned: the forward call's, or that of one kernel of its backward.
 ConfigQuery tuned_query(const TuneOptions& o, const ForwardParams& shape) {
-  return operation_of(o) == Operation::kBackward ? config_query(backward_of(shape), Operation::kBackward)
-                                                 : config_query(shape);
+  const Operation op = operation_of(o);
+  return op == Operation::kForward ? config_query(shape) : config_query(backward_of(shape), op);
 }
 
 // The device the sweep is for: the GPU in hand, or for --dry-run the one --arch/--gpu-name name (published
@@ -72,8 +73,8 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
   s.shape = shape;
   s.operation = operation_of(o);
   s.space = *parse_tune_space(o.space);
-  s.flops = s.operation == Operation::kBackward ? attention_backward_flops(backward_of(shape))
-                                                : attention_flops(shape);
+  s.flops = s.operation == Operation::kForward ? attention_flops(shape)
+                                               : attention_backward_flops(backward_of(shape));
   if (device_available()) device = current_device();
   target = o.target.target();
   const std::optional<DeviceTarget> in_hand = device ? current_device_target() : std::nullopt;
@@ -127,7 +128,8 @@ void report_winner(const TuneOptions& o, const TuneSetup& setup, const ConfigRes
 int execute_tune(const TuneOptions& o) {
   const ForwardParams shape = shape_of(o);
   validate_forward(shape);  // a bad shape is a usage error before any device work
-  if (operation_of(o) == Operation::kBackward) {
+  if (o.op != "bwd" && o.kernel != "main") throw UsageError("--kernel dq goes with --op bwd");
+  if (operation_of(o) != Operation::kForward) {
     BackwardParams backward = backward_of(shape);
     backward.lse = reinterpret_cast<const float*>(kValidationPlaceholder);
     validate_backward(backward);
@@ -251,6 +253,12 @@ Command add_tune_command(CLI::App& parent) {
          "reference gradients and timed as a whole backward call)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fwd", "bwd"}));
+  app->add_option(
+         "--kernel", o->kernel,
+         "with --op bwd: main, the main kernel (dK, dV), or dq, the separate dQ pass; the other kernels "
+         "keep their tuned or default tiles while it is swept")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"main", "dq"}));
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());

@@ -42,13 +42,28 @@ std::array<Operation, 3> backward_operations(bool deterministic) {
           separate_dq ? Operation::kBackwardDq : Operation::kBackwardDqConvert};
 }
 
+const std::optional<TileConfig>* explicit_tile(const BackwardParams& p, Operation op) {
+  switch (op) {
+    case Operation::kBackward:
+      return &p.config;
+    case Operation::kBackwardDq:
+      return &p.dq_config;
+    default:
+      return nullptr;
+  }
+}
+
 void validate_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
-  if (p.config) {
-    const KernelFamily& family = portable_family(Operation::kBackward, p.dtype, static_cast<int>(p.head_dim));
+  for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
+    const std::optional<TileConfig>& tile = *explicit_tile(p, op);
+    if (!tile) continue;
+    const KernelFamily& family = portable_family(op, p.dtype, static_cast<int>(p.head_dim));
     const std::string reason =
-        family.check_config(p.dtype, static_cast<int>(p.head_dim), *p.config, kSmemBytesSm90);
-    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + reason);
+        family.check_config(p.dtype, static_cast<int>(p.head_dim), *tile, kSmemBytesSm90);
+    if (!reason.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(op == Operation::kBackward ? "config: " : "dq_config: ") + reason);
   }
 }
 
@@ -67,7 +82,8 @@ void attention_backward(const BackwardParams& p) {
 
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
   const std::size_t d_rows_bytes = round_up(rows * sizeof(float));
-  const std::size_t dq_bytes = separate_dq ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+  const std::size_t dq_bytes =
+      separate_dq ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
   const CUstream stream = static_cast<CUstream>(p.stream);
   // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
   const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);

@@ -77,7 +77,9 @@ void check_buildable(const ConfigQuery& query) {
     if (reason.empty()) return;
     if (first_reason.empty()) first_reason = reason;
   }
-  if (!first_reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + first_reason);
+  // The call's field that held the tile (BackwardParams::dq_config for the dQ pass, else config).
+  const char* field = query.operation == Operation::kBackwardDq ? "dq_config: " : "config: ";
+  if (!first_reason.empty()) throw Error(ErrorCode::kInvalidArgument, field + first_reason);
 }
 
 }  // namespace

@@ -16,14 +16,10 @@ namespace flashrtc {
 
 const char* to_string(ConfigSource source) {
   switch (source) {
-    case ConfigSource::kExplicit:
-      return "explicit";
-    case ConfigSource::kEnvironment:
-      return "environment";
-    case ConfigSource::kTuned:
-      return "tuned";
-    case ConfigSource::kDefault:
-      return "default";
+    case ConfigSource::kExplicit: return "explicit";
+    case ConfigSource::kEnvironment: return "environment";
+    case ConfigSource::kTuned: return "tuned";
+    case ConfigSource::kDefault: return "default";
   }
   return "unknown";
 }
@@ -33,9 +29,7 @@ std::optional<DeviceTarget> current_device_target() {
   return detail::device_target_for(detail::current_context());
 }
 
-DeviceTarget no_device_target() {
-  return {"", runtime_config().arch_override, kSmemBytesSm80};
-}
+DeviceTarget no_device_target() { return {"", runtime_config().arch_override, kSmemBytesSm80}; }
 
 DeviceTarget assumed_device_target(const std::string& gpu_name, const std::string& arch) {
   return {gpu_name, arch, assumed_sm_limits(arch).smem_per_block_bytes};
@@ -51,8 +45,8 @@ std::string target_text(const DeviceTarget& t) {
 
 // An override is used as given or refused: kInvalidArgument when no GPU could build it, kUnsupported when
 // it only exceeds this target's shared memory.
-void check_override(const std::string& origin, const TileConfig& config, const ConfigQuery& q,
-                    const DeviceTarget& t, const KernelFamily& family) {
+void check_override(const std::string& origin, const TileConfig& config, const ConfigQuery& q, const DeviceTarget& t,
+                    const KernelFamily& family) {
   std::string reason = family.check_config(q.dtype, q.head_dim, config, kSmemBytesSm90);
   if (!reason.empty())
     throw Error(ErrorCode::kInvalidArgument, origin + ": " + reason + " (" + std::string(to_string(q.dtype)) +
@@ -69,21 +63,18 @@ void warn_stale_once(const TuningKey& key, const TileConfig& config, const std::
   const std::string text = to_string(key);
   std::lock_guard<std::mutex> lock(mutex);
   if (warned.insert(text).second)
-    detail::log().warn("tuned entry for {} ({}) is ignored: {}; using the default tile", text,
-                       to_string(config), reason);
+    detail::log().warn("tuned entry for {} ({}) is ignored: {}; using the default tile", text, to_string(config),
+                       reason);
 }
 
 // A tile given by the caller or FLASHRTC_CONFIG picks the best family that can build it, so a tile of the
 // portable family keeps working on a GPU where a faster family ranks first. None: the best family, whose
 // check then reports why the tile cannot run. tile_of(family) is the tile the call would run there.
 template <typename TileOf>
-FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, FamilyChoice best,
-                             TileOf tile_of) {
-  for (const KernelFamily* family :
-       serving_kernel_families(q.operation, q.dtype, q.head_dim, target.arch, q.traits))
+FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, FamilyChoice best, TileOf tile_of) {
+  for (const KernelFamily* family : serving_kernel_families(q.operation, q.dtype, q.head_dim, target.arch, q.traits))
     if (family->check_config(q.dtype, q.head_dim, tile_of(*family), kSmemBytesSm90).empty()) {
-      if (family != best.family)
-        best.passed_over.push_back(best.family->name + ": cannot build the requested tile");
+      if (family != best.family) best.passed_over.push_back(best.family->name + ": cannot build the requested tile");
       best.family = family;
       break;
     }
@@ -99,12 +90,10 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
           ? TileOverride{}
           : parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
   if (q.explicit_config)
-    choice = family_for_tile(q, target, std::move(choice),
-                             [&](const KernelFamily&) { return *q.explicit_config; });
+    choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily&) { return *q.explicit_config; });
   else if (!override_fields.empty())
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily& f) {
-      return override_fields.apply(
-          f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch));
+      return override_fields.apply(f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch));
     });
   const KernelFamily& family = *choice.family;
   r.family = &family;
@@ -115,8 +104,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   std::string stale_reason;
   // A launch with an explicit tile needs no lookup; `flashrtc config` shows the entry it passes over.
   if (!target.gpu_name.empty() && (explain || !q.explicit_config)) {
-    r.tuning_key = make_tuning_key(target.gpu_name, target.arch, q.dtype, q.head_dim, q.mask, q.seqlen_q,
-                                   q.seqlen_kv, family.name);
+    r.tuning_key = make_tuning_key(target.gpu_name, target.arch, q.dtype, q.head_dim, q.mask, q.seqlen_q, q.seqlen_kv,
+                                   family.name);
     if (auto entry = find_tuning_entry(*r.tuning_key)) {
       stale_reason = family.check_config(q.dtype, q.head_dim, entry->config, target.smem_limit_bytes);
       if (stale_reason.empty())
@@ -145,8 +134,7 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
     check_override("FLASHRTC_CONFIG='" + text + "'", r.config, q, target, family);
     r.source = ConfigSource::kEnvironment;
     if (explain)
-      r.why =
-          "FLASHRTC_CONFIG='" + text + "' over the " + to_string(below) + " tile " + to_string(below_config);
+      r.why = "FLASHRTC_CONFIG='" + text + "' over the " + to_string(below) + " tile " + to_string(below_config);
     return r;
   }
 
@@ -156,16 +144,14 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   if (r.tuned) {
     const TuningEntry& e = *r.tuned;
     char figures[160];
-    std::snprintf(figures, sizeof(figures),
-                  "%.4f ms, %.2f TFLOP/s on B=%lld H=%lld Nq=%lld Nk=%lld, %s space", e.median_ms, e.tflops,
-                  static_cast<long long>(e.batch), static_cast<long long>(e.heads),
+    std::snprintf(figures, sizeof(figures), "%.4f ms, %.2f TFLOP/s on B=%lld H=%lld Nq=%lld Nk=%lld, %s space",
+                  e.median_ms, e.tflops, static_cast<long long>(e.batch), static_cast<long long>(e.heads),
                   static_cast<long long>(e.seqlen_q), static_cast<long long>(e.seqlen_kv), e.space.c_str());
     r.why = "tuning database entry for " + to_string(e.key) + " (" + figures + ")";
   } else if (!r.tuning_key) {
     r.why = "built-in table; no GPU is known, so no tuned entry can apply";
   } else if (!stale_reason.empty()) {
-    r.why =
-        "built-in table; the tuned entry for " + to_string(*r.tuning_key) + " is ignored: " + stale_reason;
+    r.why = "built-in table; the tuned entry for " + to_string(*r.tuning_key) + " is ignored: " + stale_reason;
   } else {
     r.why = "built-in table; no tuned entry for " + to_string(*r.tuning_key);
   }
@@ -175,19 +161,13 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 }  // namespace
 
 ConfigQuery config_query(const ForwardParams& p) {
-  return {p.dtype,
-          static_cast<int>(p.head_dim),
-          p.mask,
-          p.seqlen_q,
-          p.seqlen_kv,
-          p.config,
-          Operation::kForward,
+  return {p.dtype,        static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward,
           detail::forward_call_traits(p)};
 }
 
 ConfigQuery config_query(const BackwardParams& p, Operation op) {
   ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op};
-  if (op == Operation::kBackward) q.explicit_config = p.config;
+  if (const std::optional<TileConfig>* tile = explicit_tile(p, op)) q.explicit_config = *tile;
   return q;
 }
 

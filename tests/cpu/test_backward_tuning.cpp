@@ -12,6 +12,7 @@
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/config_resolution.hpp"
+#include "flashrtc/error.hpp"
 #include "flashrtc/tuning_space.hpp"
 #include "resolution_internal.hpp"
 #include "tuning_db_file.hpp"
@@ -145,6 +146,33 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   CHECK(r.tuned.has_value());
   CHECK_FALSE(config_query(with_tile, Operation::kBackwardPrep).explicit_config.has_value());
 
+  // The dQ pass is tuned under its own family's key, and its explicit tile is the call's dq_config.
+  const KernelFamily& dq = *find_kernel_family("bwd-dq-mma");
+  const TileConfig dq_fallback =
+      dq.default_config(DType::kBFloat16, 64, target.smem_limit_bytes, 3000, "sm_90a");
+  const auto dq_space =
+      tuning_candidates(dq, DType::kBFloat16, 64, 3000, 3000, TuneSpace::kQuick, assumed_sm_limits("sm_90a"));
+  const auto dq_other = std::find_if(dq_space.begin(), dq_space.end(),
+                                     [&](const TileConfig& t) { return !(t == dq_fallback); });
+  REQUIRE(dq_other != dq_space.end());
+  record_tuning_entry(test::make_entry(make_tuning_key("Test GPU 141GB", "sm_90a", DType::kBFloat16, 64,
+                                                       MaskKind::kNone, 4096, 4096, "bwd-dq-mma"),
+                                       *dq_other));
+  detail::forget_loaded_tuning_dbs();
+  r = resolve_forward_config(config_query(call, Operation::kBackwardDq), target);
+  CHECK(r.family == &dq);
+  CHECK(r.source == ConfigSource::kTuned);
+  CHECK(r.config == *dq_other);
+  CHECK(resolve_forward_config(config_query(call, Operation::kBackward), target).config == tuned);
+  BackwardParams with_dq_tile = call;
+  with_dq_tile.dq_config = dq_fallback;
+  CHECK(config_query(with_dq_tile, Operation::kBackwardDq).explicit_config == dq_fallback);
+  CHECK_FALSE(config_query(with_dq_tile, Operation::kBackward).explicit_config.has_value());
+  CHECK(resolve_forward_config(config_query(with_dq_tile, Operation::kBackwardDq), target).source ==
+        ConfigSource::kExplicit);
+  CHECK(explicit_tile(with_dq_tile, Operation::kBackwardDq) == &with_dq_tile.dq_config);
+  CHECK(explicit_tile(with_dq_tile, Operation::kBackwardPrep) == nullptr);
+
   // Another bucket, another GPU: no entry.
   CHECK(resolve_forward_config(config_query(backward_call(DType::kBFloat16, 64, 5000), Operation::kBackward),
                                target)
@@ -175,4 +203,34 @@ TEST_CASE("a tuned backward entry the family can no longer build is skipped with
   const auto warnings = log.warnings();
   REQUIRE(warnings.size() == 1);
   CHECK(warnings.front().find("bwd-mma") != std::string::npos);
+}
+
+TEST_CASE("validate_backward checks the main kernel's and the dQ pass's explicit tiles, naming the field") {
+  alignas(16) static const unsigned char placeholder[16] = {};
+  BackwardParams p;
+  p.dtype = DType::kFloat16;
+  p.batch = p.heads_q = p.heads_kv = 1;
+  p.seqlen_q = p.seqlen_kv = 64;
+  p.head_dim = 64;
+  const TensorRef t = TensorRef::bnhd(placeholder, 64, 1, 64);
+  p.q = p.k = p.v = p.o = p.d_o = p.d_q = p.d_k = p.d_v = t;
+  p.lse = reinterpret_cast<const float*>(placeholder);
+  validate_backward(p);
+  const TileConfig bad{32, 64, 3, 2};  // no warp count of 3
+  p.dq_config = bad;
+  try {
+    validate_backward(p);
+    FAIL("a dQ tile with 3 warps was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+    CHECK(e.message().rfind("dq_config: ", 0) == 0);
+  }
+  p.dq_config.reset();
+  p.config = bad;
+  try {
+    validate_backward(p);
+    FAIL("a main-kernel tile with 3 warps was accepted");
+  } catch (const Error& e) {
+    CHECK(e.message().rfind("config: ", 0) == 0);
+  }
 }

@@ -83,6 +83,37 @@ TEST_CASE("flashrtc tune --op bwd --dry-run lists the backward main kernel's til
   CHECK(line_of(r.out, "tune:").find("bwd-simt kernels") != std::string::npos);
   CHECK(line_of(r.out, "key:").find(" bwd-simt fp32 d=64 mask=none Nq<=4096 Nk<=4096") != std::string::npos);
 
+  // --kernel dq sweeps the dQ pass's family, from its own table, under its own key.
+  const std::filesystem::path dq_path = box.tuning.dir() / "dq.json";
+  r = box.run({"tune", "--op", "bwd", "--kernel", "dq", "--dtype", "bf16", "--head-dim", "128", "--seqlen",
+               "2048", "--dry-run", "--arch", "sm_90", "--gpu-name", "Test GPU 141GB", "--json",
+               dq_path.string()});
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "tune:").find("bwd-dq-mma kernels (the dQ pass's tiles") != std::string::npos);
+  CHECK(line_of(r.out, "key:").find(" bwd-dq-mma bf16 d=128 ") != std::string::npos);
+  const KernelFamily& dq = *find_kernel_family("bwd-dq-mma");
+  auto dq_expected = tuning_candidates(dq, DType::kBFloat16, 128, 2048, 2048, TuneSpace::kQuick, limits);
+  const TileConfig dq_base =
+      dq.default_config(DType::kBFloat16, 128, limits.smem_per_block_bytes, 2048, "sm_90");
+  if (std::find(dq_expected.begin(), dq_expected.end(), dq_base) == dq_expected.end())
+    dq_expected.push_back(dq_base);
+  rows = json::parse(test::read_text(dq_path));
+  CHECK(rows.at("op") == "bwd");
+  CHECK(rows.at("kernel") == "backward-dq");
+  CHECK(rows.at("family") == "bwd-dq-mma");
+  REQUIRE(rows.at("rows").size() == dq_expected.size());
+  for (std::size_t i = 0; i < dq_expected.size(); ++i) {
+    CHECK(rows["rows"][i].at("block_m") == dq_expected[i].block_m);
+    CHECK(rows["rows"][i].at("block_n") == dq_expected[i].block_n);
+    CHECK(rows["rows"][i].at("warps") == dq_expected[i].warps);
+  }
+  CHECK(box.run({"tune", "--kernel", "dq", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64",
+                 "--dry-run"})
+            .exit_code == 2);  // --kernel goes with --op bwd
+  CHECK(box.run({"tune", "--op", "bwd", "--kernel", "prep", "--dtype", "bf16", "--head-dim", "64", "--seqlen",
+                 "64", "--dry-run"})
+            .exit_code == 2);
+
   CHECK(box.run({"tune", "--op", "bwd", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64", "--compile"})
             .exit_code == 2);  // --compile needs --dry-run
   CHECK(

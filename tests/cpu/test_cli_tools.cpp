@@ -591,7 +591,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   // config: the resolution, and the same tile the text output names, tuned or not.
   const std::vector<std::string> config = {"config",     "--json", "--dtype",    "fp16",
                                            "--head-dim", "64",     "--seqlen",   "3000",
-                                           "--arch",     "sm_90",  "--gpu-name", "Test GPU"};
+                                           "--arch",     "sm_90", "--gpu-name", "Test GPU"};
   r = box.run(config);
   REQUIRE(r.exit_code == 0);
   doc = json::parse(r.out);

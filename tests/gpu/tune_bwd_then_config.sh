@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# gpu: `flashrtc tune --op bwd --space quick` on a small shape writes a tuning database entry for the backward's
-# main kernel that later processes use: `flashrtc config --op bwd` reports it as the tuned tile, `flashrtc bench
-# --op bwd` launches it, and the gpu suite test_backward_tuned_gpu checks that entry's gradients against the
-# reference, each in a process of its own.
+# gpu: `flashrtc tune --op bwd --space quick` on a small shape writes tuning database entries for the backward's
+# main kernel and (--kernel dq) its dQ pass that later processes use: `flashrtc config --op bwd` reports them as
+# the tuned tiles, `flashrtc bench --op bwd` launches the main kernel's, and the gpu suite
+# test_backward_tuned_gpu checks both entries' gradients against the reference, each in a process of its own.
 # Usage: tune_bwd_then_config.sh path/to/flashrtc path/to/gpu_test_backward_tuned_gpu. Exit 77 (ctest:
 # skipped) without a usable GPU.
 set -euo pipefail
@@ -29,11 +29,21 @@ winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 [ -n "$winner" ] || fail "tune printed no winner"
 grep -q '"bwd-mma"' "$FLASHRTC_TUNE_DB" || fail "the database has no bwd-mma entry"
 
-# A second process: the winner is the main kernel's tile, from the tuning database.
+# The dQ pass, swept while the main kernel runs its tuned tile.
+"$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 |
+  tee "$work/tune_dq.out"
+grep -q 'bwd-dq-mma kernels' "$work/tune_dq.out" || fail "--kernel dq did not sweep bwd-dq-mma"
+dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
+[ -n "$dq_winner" ] || fail "tune --kernel dq printed no winner"
+
+# A second process: the winners are the main kernel's and the dQ pass's tiles, from the tuning database.
 "$flashrtc" config --op bwd "${shape[@]}" | tee "$work/config.out"
 grep -qx "main:       bwd-mma $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
 sed -n '/^main:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the tuned source"
+grep -qx "dQ pass:    bwd-dq-mma $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
+sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
+  fail "config --op bwd does not name the dQ pass's tuned source"
 "$flashrtc" config --op bwd "${shape[@]}" --json >"$work/config.json"
 python3 - "$work/config.json" "$winner" <<'PY' || fail "config --op bwd --json does not report the tuned main kernel"
 import json, sys
@@ -56,5 +66,6 @@ PY
 
 # A fourth: the tuned entry's gradients against the reference, as attention_backward resolves it.
 FLASHRTC_TEST_REQUIRE_TUNED_BACKWARD=1 "$tuned_suite" --test-case='every backward entry*' | tee "$work/suite.out"
-grep -q 'checked 1 tuned backward entries' "$work/suite.out" || fail "the gpu suite did not check the tuned entry"
-echo "PASS: tune --op bwd -> database -> config, bench and the gradient check in new processes ($winner)"
+grep -q 'checked 2 tuned backward entries' "$work/suite.out" || fail "the gpu suite did not check both entries"
+echo "PASS: tune --op bwd -> database -> config, bench and the gradient check in new processes" \
+  "(main $winner, dQ pass $dq_winner)"

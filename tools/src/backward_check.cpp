@@ -69,8 +69,8 @@ std::vector<double> download(DType dtype, const DeviceBuffer& buffer) {
 
 }  // namespace
 
-GradientCheck check_backward(const ForwardParams& problem, const std::optional<TileConfig>& tile,
-                             std::uint64_t seed, void* stream) {
+GradientCheck check_backward(const ForwardParams& problem, Operation kernel,
+                             const std::optional<TileConfig>& tile, std::uint64_t seed, void* stream) {
   const ForwardParams& p = problem;
   HostTensor q = random_tensor(p, p.seqlen_q, p.heads_q, seed, 0);
   HostTensor k = random_tensor(p, p.seqlen_kv, p.heads_kv, seed, 1);
@@ -99,9 +99,12 @@ GradientCheck check_backward(const ForwardParams& problem, const std::optional<T
                      dv_dev = poisoned(v.bytes.size());
   ForwardParams f = p;
   f.q = on(q.layout, q_dev), f.k = on(k.layout, k_dev), f.v = on(v.layout, v_dev), f.o = on(o.layout, o_dev);
-  f.config = tile;
+  f.config.reset();
   f.stream = stream;
   BackwardParams b = backward_of(f);
+  std::optional<TileConfig>* field = explicit_tile(b, kernel);
+  if (!field) throw Error(ErrorCode::kInvalidArgument, std::string(to_string(kernel)) + " takes no tile");
+  *field = tile;
   b.lse = static_cast<const float*>(lse_dev.data());
   b.d_o = on(d_o.layout, do_dev);
   b.d_q = on(q.layout, dq_dev), b.d_k = on(k.layout, dk_dev), b.d_v = on(v.layout, dv_dev);

@@ -45,13 +45,13 @@ BackwardTimingBuffers::BackwardTimingBuffers(const ForwardParams& shape, std::si
   }
 }
 
-Timing time_backward_candidate(const TileConfig& tile, const BackwardTimingBuffers& buffers, int warmup,
-                               int repeats, void* stream) {
+Timing time_backward_candidate(Operation kernel, const TileConfig& tile, const BackwardTimingBuffers& buffers,
+                               int warmup, int repeats, void* stream) {
   BackwardParams bound;
   return time_calls(
       [&](std::size_t call) {
         bound = buffers.params(call);
-        bound.config = tile;
+        *explicit_tile(bound, kernel) = tile;
         bound.stream = stream;
       },
       [&] { attention_backward(bound); }, warmup, repeats, stream);

@@ -29,25 +29,28 @@ class ForwardBench final : public CandidateBench {
   TimingBuffers buffers_;
 };
 
-// The tile is the main kernel's; the pre-pass and the dQ pass keep their own resolution (tuned or default).
+// Whole backward calls, the tile being that of the kernel tuned (setup.operation: the main kernel or the dQ
+// pass); the other kernels keep their own resolution (tuned or default).
 class BackwardBenchOfTiles final : public CandidateBench {
  public:
   BackwardBenchOfTiles(const TuneSetup& setup, const DeviceInfo& device, std::uint64_t seed)
-      : problem_(check_problem(setup.shape)),
+      : kernel_(setup.operation),
+        problem_(check_problem(setup.shape)),
         buffers_(setup.shape, device.l2_cache_bytes, device.global_memory_bytes, seed) {}
   const ForwardParams& check_shape() const override { return problem_; }
   const char* checked_outputs() const override { return "dQ, dK and dV"; }
   std::size_t buffer_sets() const override { return buffers_.sets(); }
   std::size_t buffer_bytes() const override { return buffers_.total_bytes(); }
   CheckOutcome check(const TileConfig& tile, std::uint64_t seed, void* stream) const override {
-    const GradientCheck result = check_backward(problem_, tile, seed, stream);
+    const GradientCheck result = check_backward(problem_, kernel_, tile, seed, stream);
     return {result.pass, result.report};
   }
   Timing time(const TileConfig& tile, int warmup, int repeats, void* stream) const override {
-    return time_backward_candidate(tile, buffers_, warmup, repeats, stream);
+    return time_backward_candidate(kernel_, tile, buffers_, warmup, repeats, stream);
   }
 
  private:
+  Operation kernel_;
   ForwardParams problem_;
   BackwardTimingBuffers buffers_;
 };
@@ -56,7 +59,7 @@ class BackwardBenchOfTiles final : public CandidateBench {
 
 std::unique_ptr<CandidateBench> make_candidate_bench(const TuneSetup& setup, const DeviceInfo& device,
                                                      std::uint64_t seed) {
-  if (setup.operation == Operation::kBackward)
+  if (setup.operation != Operation::kForward)
     return std::make_unique<BackwardBenchOfTiles>(setup, device, seed);
   return std::make_unique<ForwardBench>(setup, device, seed);
 }

@@ -27,14 +27,17 @@ std::string occupancy_text(const TuneRow& row) {
 
 void print_setup(const TuneSetup& s, std::size_t candidates) {
   const ForwardParams& p = s.shape;
-  const bool backward = s.operation == Operation::kBackward;
+  const bool backward = s.operation != Operation::kForward;
+  const char* swept = s.operation == Operation::kBackwardDq
+                          ? " (the dQ pass's tiles; the other kernels keep theirs)"
+                          : " (the main kernel's tiles; the other kernels keep theirs)";
   std::printf(
       "tune:      %s%s d=%lld mask=%s B=%lld H=%lld Nq=%lld Nk=%lld (%.3g FLOP per call%s), %s kernels%s\n",
       backward ? "backward of " : "", std::string(to_string(p.dtype)).c_str(),
       static_cast<long long>(p.head_dim), std::string(to_string(p.mask)).c_str(),
       static_cast<long long>(p.batch), static_cast<long long>(p.heads_q), static_cast<long long>(p.seqlen_q),
       static_cast<long long>(p.seqlen_kv), s.flops, backward ? ", 2.5x the forward's" : "",
-      s.family->name.c_str(), backward ? " (the main kernel's tiles; the other passes keep theirs)" : "");
+      s.family->name.c_str(), backward ? swept : "");
   std::printf("space:     %s: %zu of the %zu configurations that fit\n", to_string(s.space), candidates,
               s.family_configs);
   std::printf(
@@ -140,7 +143,8 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
   const json root = {{"gpu", s.gpu_name},
                      {"arch", s.arch},
                      {"nvrtc", nvrtc_version()},
-                     {"op", s.operation == Operation::kBackward ? "bwd" : "fwd"},
+                     {"op", s.operation == Operation::kForward ? "fwd" : "bwd"},
+                     {"kernel", to_string(s.operation)},
                      {"family", s.family->name},
                      {"dtype", std::string(to_string(p.dtype))},
                      {"head_dim", p.head_dim},

@@ -116,19 +116,19 @@ double round_to(DType dtype, double x);
 /// twice the error of the input-precision reference plus abs_floor * max|reference|. NaN or Inf never passes
 /// unless the reference has it at the same place (-inf lse).
 struct Comparison {
-  double max_abs_error = 0;     ///< kernel vs double reference
-  double budget_abs_error = 0;  ///< input-precision reference vs double reference
-  double allowed = 0;           ///< 2 * budget + abs_floor * max(max|ref|, floor_magnitude)
+  double max_abs_error = 0;        ///< kernel vs double reference
+  double budget_abs_error = 0;     ///< input-precision reference vs double reference
+  double allowed = 0;              ///< 2 * budget + abs_floor * max(max|ref|, floor_magnitude)
   double max_abs_reference = 0;
-  std::int64_t worst_index = -1;  ///< where max_abs_error is
-  std::int64_t non_finite = 0;    ///< NaN/Inf in got where the reference is finite (or mismatched infinities)
+  std::int64_t worst_index = -1;   ///< where max_abs_error is
+  std::int64_t non_finite = 0;     ///< NaN/Inf in got where the reference is finite (or mismatched infinities)
   std::int64_t count = 0;
   bool pass = false;
-  std::string summary() const;  ///< one line with the numbers above
+  std::string summary() const;     ///< one line with the numbers above
 };
-/// got, ref, ref_input_precision: n values each in the same order. floor_magnitude: the magnitude the floor
-/// is relative to when it exceeds max|ref| (gradients: the largest of the problem's gradients, since dQ and
-/// dK can cancel to zero while the terms that cancel, and their rounding, are as large as dV).
+/// got, ref, ref_input_precision: n values each in the same order. floor_magnitude: the magnitude the floor is
+/// relative to when it exceeds max|ref| (gradients: the largest of the problem's gradients, since dQ and dK
+/// can cancel to zero while the terms that cancel, and their rounding, are as large as dV).
 Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
                    double abs_floor = 1e-6, double floor_magnitude = 0);
 

@@ -22,16 +22,19 @@ struct BackwardParams {
   TensorRef q, k, v;                       ///< the forward's inputs: q [B, Nq, Hq, d]; k, v [B, Nk, Hkv, d]
   TensorRef o;                             ///< the forward's output [B, Nq, Hq, d]
   TensorRef d_o;                           ///< gradient of the loss by o, [B, Nq, Hq, d]
-  const float* lse = nullptr;              ///< required: the forward's lse, [B, Hq, Nq] float32, contiguous
-  TensorRef d_q;                           ///< written: [B, Nq, Hq, d]
-  TensorRef d_k, d_v;                  ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
+  const float* lse = nullptr;  ///< required: the forward's lse, [B, Hq, Nq] float32, contiguous
+  TensorRef d_q;               ///< written: [B, Nq, Hq, d]
+  TensorRef d_k, d_v;          ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
   std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;     ///< the forward's
   /// Same bits on every run: no floating-point atomics. Every call is deterministic today (the atomic-free dQ
   /// pass measured faster on Hopper); the flag keeps the promise should an atomic mode become the default.
   bool deterministic = false;
-  void* stream = nullptr;            ///< CUstream / cudaStream_t; null is the legacy default stream
+  void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;  ///< explicit tile for the main kernel; else tuned or default
+  /// Explicit tile for the separate dQ pass (Operation::kBackwardDq); else tuned or default. The atomic
+  /// mode's conversion takes none.
+  std::optional<TileConfig> dq_config;
 };
 
 /// Validates params, compiles or fetches the backward kernels, and launches them on params.stream in the
@@ -44,6 +47,15 @@ FLASHRTC_API void attention_backward(const BackwardParams& params);
 /// and the dQ pass (the atomic-free pass over query blocks, or the conversion of the atomics' fp32 workspace
 /// where a non-deterministic call takes the atomic mode). Each resolves its family and tile on its own.
 FLASHRTC_API std::array<Operation, 3> backward_operations(bool deterministic);
+
+/// The field of params holding the explicit tile of op's kernel: &config (kBackward), &dq_config
+/// (kBackwardDq); null for the kernels that take none (the pre-pass, the atomic mode's conversion, the
+/// forward).
+FLASHRTC_API const std::optional<TileConfig>* explicit_tile(const BackwardParams& params, Operation op);
+inline std::optional<TileConfig>* explicit_tile(BackwardParams& params, Operation op) {
+  return const_cast<std::optional<TileConfig>*>(
+      explicit_tile(static_cast<const BackwardParams&>(params), op));
+}
 
 /// Checks params as attention_backward does, without a device. Throws Error(kInvalidArgument).
 FLASHRTC_API void validate_backward(const BackwardParams& params);

@@ -33,8 +33,7 @@ struct TileOverride {
 /// Parses "block_m=64,block_n=64,warps=4,stages=2": any subset, any order, spaces around items allowed.
 /// Throws Error(kInvalidArgument) whose message starts with origin (e.g. "FLASHRTC_CONFIG") and names the
 /// field: an unknown field, a missing or non-integer value, a field given twice, an empty item.
-FLASHRTC_API TileOverride parse_tile_override(std::string_view text,
-                                              std::string_view origin = "FLASHRTC_CONFIG");
+FLASHRTC_API TileOverride parse_tile_override(std::string_view text, std::string_view origin = "FLASHRTC_CONFIG");
 
 /// The device a tile is chosen for. The tuning database is keyed by its name and arch; its opt-in shared
 /// memory per block bounds the tile.
@@ -76,7 +75,7 @@ struct ConfigQuery {
 };
 
 struct ConfigResolution {
-  const KernelFamily* family = nullptr;         ///< the family the call runs on (select_kernel_family)
+  const KernelFamily* family = nullptr;  ///< the family the call runs on (select_kernel_family)
   std::vector<std::string> family_passed_over;  ///< why higher-ranked families do not serve the call
   TileConfig config;
   ConfigSource source = ConfigSource::kDefault;
@@ -86,18 +85,18 @@ struct ConfigResolution {
   std::filesystem::path tuning_db;      ///< the database consulted
 };
 
-/// The family and tile for query on target, and where the tile came from. An override is checked, never
-/// dropped silently: throws Error naming the source (the call's "config" or FLASHRTC_CONFIG) and the field:
-/// kInvalidArgument for a malformed FLASHRTC_CONFIG or a tile the kernel family cannot be built with,
-/// kUnsupported for a tile that exceeds target's shared memory, or when no family serves the call. A tuned
-/// entry that no longer fits is skipped with a warning.
+/// The family and tile for query on target, and where the tile came from. An override is checked, never dropped silently:
+/// throws Error naming the source (the call's "config" or FLASHRTC_CONFIG) and the field: kInvalidArgument
+/// for a malformed FLASHRTC_CONFIG or a tile the kernel family cannot be built with, kUnsupported for a
+/// tile that exceeds target's shared memory, or when no family serves the call. A tuned entry that no
+/// longer fits is skipped with a warning.
 FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target);
 
 /// The query of a call.
 FLASHRTC_API ConfigQuery config_query(const ForwardParams& params);
 
-/// The query of the kernel of a backward call that op names (one of backward_operations): the call's
-/// explicit tile is the main kernel's (Operation::kBackward); the others resolve theirs.
+/// The query of the kernel of a backward call that op names (one of backward_operations), with that kernel's
+/// explicit tile from the call (explicit_tile: config for the main kernel, dq_config for the dQ pass).
 FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op);
 
 /// For a call: validates params, then resolves on the current device (no_device_target() without one).

@@ -16,10 +16,12 @@ struct GradientCheck {
   std::string report;  ///< one line per gradient (reference::GradientComparison::summary)
 };
 
-/// The backward of problem (a forward call's shape, dtype, mask and scale; its pointers are ignored), with
-/// the main kernel's tile when given, on stream, checked whole: every (batch, head), so keep problem small.
-/// Throws Error when a launch fails.
-GradientCheck check_backward(const ForwardParams& problem, const std::optional<TileConfig>& tile,
-                             std::uint64_t seed, void* stream);
+/// The backward of problem (a forward call's shape, dtype, mask and scale; its pointers and tile are
+/// ignored), with tile as the explicit tile of kernel's kernel (Operation::kBackward: the main kernel,
+/// kBackwardDq: the dQ pass; explicit_tile) when given, on stream, checked whole: every (batch, head), so
+/// keep problem small. Throws Error when a launch fails, Error(kInvalidArgument) for a kernel that takes no
+/// tile.
+GradientCheck check_backward(const ForwardParams& problem, Operation kernel,
+                             const std::optional<TileConfig>& tile, std::uint64_t seed, void* stream);
 
 }  // namespace flashrtc::tools

@@ -34,8 +34,9 @@ class BackwardTimingBuffers {
   std::size_t set_bytes_ = 0;
 };
 
-/// time_candidate's protocol for the backward with the main kernel's tile.
-Timing time_backward_candidate(const TileConfig& tile, const BackwardTimingBuffers& buffers, int warmup,
-                               int repeats, void* stream);
+/// time_candidate's protocol for whole backward calls with tile as the explicit tile of kernel's kernel
+/// (explicit_tile: kBackward, the main kernel; kBackwardDq, the dQ pass).
+Timing time_backward_candidate(Operation kernel, const TileConfig& tile, const BackwardTimingBuffers& buffers,
+                               int warmup, int repeats, void* stream);
 
 }  // namespace flashrtc::tools

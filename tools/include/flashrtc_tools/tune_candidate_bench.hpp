@@ -26,8 +26,9 @@ class CandidateBench {
   virtual Timing time(const TileConfig& tile, int warmup, int repeats, void* stream) const = 0;
 };
 
-/// The bench of setup.operation (kForward or kBackward) on device, its buffers filled from seed. Needs the
-/// device; throws Error when allocating or the backward's forward run fails.
+/// The bench of setup.operation (kForward; kBackward or kBackwardDq: whole backward calls) on device, its
+/// buffers filled from seed. Needs the device; throws Error when allocating or the backward's forward run
+/// fails.
 std::unique_ptr<CandidateBench> make_candidate_bench(const TuneSetup& setup, const DeviceInfo& device,
                                                      std::uint64_t seed);
 
