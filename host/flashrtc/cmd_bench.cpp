@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "bench_backward.hpp"
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
+#include "flashrtc_tools/backward_bench.hpp"
 #include "flashrtc_tools/bench_plot.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
 #include "flashrtc_tools/json_fields.hpp"

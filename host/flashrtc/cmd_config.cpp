@@ -1,11 +1,13 @@
 // `flashrtc config`: the tile a call would use and where it came from (explicit / environment / tuned /
-// default), resolved exactly as attention_forward resolves it. Works without a GPU.
+// default), resolved exactly as attention_forward (--op bwd: attention_backward) resolves it. Works without a
+// GPU.
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "cli_support.hpp"
+#include "config_backward.hpp"
 #include "json_output.hpp"
 
 namespace flashrtc::cli {
@@ -13,13 +15,13 @@ namespace flashrtc::cli {
 namespace {
 
 struct ConfigOptions {
-  std::string dtype, mask = "none";
+  std::string op = "fwd", dtype, mask = "none";
   int head_dim = 0;
   std::int64_t seqlen = 0;
   std::optional<std::int64_t> kv_seqlen;
   TileOptions tile;
   TargetOptions target;
-  bool json = false;
+  bool json = false, deterministic = false;
 };
 
 int execute_config(const ConfigOptions& o) {
@@ -31,6 +33,11 @@ int execute_config(const ConfigOptions& o) {
   query.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   std::string device;
   const DeviceTarget target = o.target.target(&device);
+  if (o.op == "bwd") {
+    print_backward_config(query, o.deterministic, o.tile, target, device, o.json);
+    return kExitOk;
+  }
+  if (o.deterministic) throw UsageError("--deterministic goes with --op bwd");
   const ConfigResolution r = o.tile.resolve(query, target);
   const std::string& env = runtime_config().config_override;
   if (o.json) {
@@ -64,8 +71,15 @@ int execute_config(const ConfigOptions& o) {
 Command add_config_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "config",
-      "print the tile a call would use and where it came from (explicit, environment, tuned, default)");
+      "print the tile a call would use and where it came from (explicit, environment, tuned, default); "
+      "--op bwd: each kernel of its backward");
   auto o = std::make_shared<ConfigOptions>();
+  app->add_option(
+         "--op", o->op,
+         "fwd, or bwd: the backward's kernels (pre-pass, main kernel, dQ pass), each with its family, "
+         "tile, source and tuning key; the tile options are the main kernel's")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fwd", "bwd"}));
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());
@@ -75,9 +89,13 @@ Command add_config_command(CLI::App& parent) {
   o->target.add_to(
       *app, "resolve for this arch's limits, e.g. sm_90a (with --gpu-name: that GPU's tuned entries apply)");
   o->tile.add_to(*app);
-  app->add_flag("--json", o->json,
-                "one JSON document: config, source, why, family, family_passed_over, tuning_key, tuned, "
-                "tuning_db, call, device, tuning_db_entries, flashrtc_config");
+  app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode's kernels");
+  app->add_flag(
+      "--json", o->json,
+      "one JSON document: config, source, why, family, family_passed_over, tuning_key, tuned, "
+      "tuning_db, call, device, tuning_db_entries, flashrtc_config; with --op bwd: op, call, "
+      "deterministic, device, kernels (role prep, main, dq or dq_convert, operation, and the fields of "
+      "one resolution each), tuning_db, tuning_db_entries, flashrtc_config");
   return {app, [o] { return execute_config(*o); }};
 }
 

@@ -1,6 +1,7 @@
-// `flashrtc tune`: sweep the tile configurations of a call's kernel family on the GPU in hand - compile
-// them in parallel, check each against the Eigen reference, time the ones that pass - and write the
-// fastest into the tuning database, which every later process uses with no rebuild.
+// `flashrtc tune`: sweep the tile configurations of a call's kernel family (--op bwd: the backward's main
+// kernel) on the GPU in hand - compile them in parallel, check each against the Eigen reference, time the
+// ones that pass - and write the fastest into the tuning database, which every later process uses with no
+// rebuild.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "flashrtc_tools/backward_bench.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
 #include "flashrtc_tools/tune_compile.hpp"
 #include "flashrtc_tools/tune_measure.hpp"
@@ -25,7 +27,7 @@ using namespace flashrtc::tools;
 namespace {
 
 struct TuneOptions {
-  std::string dtype, mask = "none", space = "quick", json_path, plot_path;
+  std::string op = "fwd", kernel = "main", dtype, mask = "none", space = "quick", json_path, plot_path;
   int head_dim = 0;
   std::int64_t seqlen = 0, batch = 2, heads = 16;
   std::optional<std::int64_t> kv_seqlen;
@@ -33,7 +35,7 @@ struct TuneOptions {
   int warmup = 3, repeats = 15;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   std::uint64_t seed = 1;
-  bool dry_run = false;
+  bool dry_run = false, compile = false;
   TileOptions tile;
   TargetOptions target;
 };
@@ -52,14 +54,27 @@ ForwardParams shape_of(const TuneOptions& o) {
   return p;
 }
 
+Operation operation_of(const TuneOptions& o) {
+  if (o.op != "bwd") return Operation::kForward;
+  return o.kernel == "dq" ? Operation::kBackwardDq : Operation::kBackward;
+}
+
+// The query whose tile is tuned: the forward call's, or that of one kernel of its backward.
+ConfigQuery tuned_query(const TuneOptions& o, const ForwardParams& shape) {
+  const Operation op = operation_of(o);
+  return op == Operation::kForward ? config_query(shape) : config_query(backward_of(shape), op);
+}
+
 // The device the sweep is for: the GPU in hand, or for --dry-run the one --arch/--gpu-name name (published
 // limits), as every command resolves it (TargetOptions).
 TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optional<DeviceInfo>& device,
                     DeviceTarget& target) {
   TuneSetup s;
   s.shape = shape;
+  s.operation = operation_of(o);
   s.space = *parse_tune_space(o.space);
-  s.flops = attention_flops(shape);
+  s.flops = s.operation == Operation::kForward ? attention_flops(shape)
+                                               : attention_backward_flops(backward_of(shape));
   if (device_available()) device = current_device();
   target = o.target.target();
   const std::optional<DeviceTarget> in_hand = device ? current_device_target() : std::nullopt;
@@ -84,8 +99,7 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
   }
   s.gpu_name = target.gpu_name;
   s.arch = target.arch;
-  s.family =
-      select_kernel_family(Operation::kForward, shape.dtype, static_cast<int>(shape.head_dim), s.arch).family;
+  s.family = select_kernel_family(s.operation, shape.dtype, static_cast<int>(shape.head_dim), s.arch).family;
   if (!s.gpu_name.empty())
     s.key = make_tuning_key(s.gpu_name, s.arch, shape.dtype, static_cast<int>(shape.head_dim), shape.mask,
                             shape.seqlen_q, shape.seqlen_kv, s.family->name);
@@ -102,8 +116,9 @@ void report_winner(const TuneOptions& o, const TuneSetup& setup, const ConfigRes
       std::printf("base:      %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n",
                   to_string(baseline.config).c_str(), row.median_ms, row.tflops,
                   row.median_ms / best.median_ms);
-  std::string command = "flashrtc config --dtype " + o.dtype + " --head-dim " + std::to_string(o.head_dim) +
-                        " --seqlen " + std::to_string(o.seqlen);
+  std::string command = std::string("flashrtc config ") + (o.op == "bwd" ? "--op bwd " : "") + "--dtype " +
+                        o.dtype + " --head-dim " + std::to_string(o.head_dim) + " --seqlen " +
+                        std::to_string(o.seqlen);
   if (o.kv_seqlen) command += " --kv-seqlen " + std::to_string(*o.kv_seqlen);
   if (o.mask != "none") command += " --mask " + o.mask;
   std::printf("written:   %s; later processes on this GPU use it for %s (see `%s`)\n",
@@ -113,6 +128,13 @@ void report_winner(const TuneOptions& o, const TuneSetup& setup, const ConfigRes
 int execute_tune(const TuneOptions& o) {
   const ForwardParams shape = shape_of(o);
   validate_forward(shape);  // a bad shape is a usage error before any device work
+  if (o.op != "bwd" && o.kernel != "main") throw UsageError("--kernel dq goes with --op bwd");
+  if (operation_of(o) != Operation::kForward) {
+    BackwardParams backward = backward_of(shape);
+    backward.lse = reinterpret_cast<const float*>(kValidationPlaceholder);
+    validate_backward(backward);
+  }
+  if (o.compile && !o.dry_run) throw UsageError("--compile goes with --dry-run (a sweep always compiles)");
   if (!o.plot_path.empty()) {
     if (o.dry_run) throw UsageError("--plot draws measurements, and --dry-run makes none");
     check_plot_target(o.plot_path);  // before the sweep, not after it
@@ -121,7 +143,7 @@ int execute_tune(const TuneOptions& o) {
   DeviceTarget target;
   const TuneSetup setup = setup_for(o, shape, device, target);
   // The tile calls use now (with --block-m etc. applied) is always swept: the winner is compared with it.
-  const ConfigResolution baseline = o.tile.resolve(config_query(shape), target);
+  const ConfigResolution baseline = o.tile.resolve(tuned_query(o, shape), target);
   const int head_dim = static_cast<int>(shape.head_dim);
   auto candidates = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
                                       setup.space, setup.limits);
@@ -141,22 +163,26 @@ int execute_tune(const TuneOptions& o) {
   for (const TileConfig& tile : candidates) {
     TuneRow row;
     row.tile = tile;
-    row.threads = tile.warps * 32;
-    row.smem_bytes = setup.family->smem_bytes({shape.dtype, head_dim, shape.mask, tile, setup.family});
+    const KernelSpec spec{shape.dtype, head_dim, shape.mask, tile, setup.family};
+    row.threads = setup.family->threads(spec);
+    row.smem_bytes = setup.family->smem_bytes(spec);
     rows.push_back(std::move(row));
   }
 
   if (o.dry_run) {
+    // NVRTC needs no GPU: --compile adds what ptxas allocated to the listing.
+    if (o.compile) compile_candidates(setup, rows, o.jobs);
     for (TuneRow& row : rows) {
+      if (row.status != RowStatus::kPending) continue;
       row.status = RowStatus::kNotRun;
       row.message = "dry run";
     }
     print_candidates(described, rows);
     if (!o.json_path.empty()) write_json(o.json_path, described, rows, std::nullopt, false);
-    std::printf("dry run: nothing compiled, timed or written to the database\n");
+    std::printf("dry run: nothing %stimed or written to the database\n", o.compile ? "" : "compiled, ");
     return kExitOk;
   }
-  if (!runtime_config().config_override.empty())
+  if (setup.operation == Operation::kForward && !runtime_config().config_override.empty())
     std::printf("note:      FLASHRTC_CONFIG='%s' is set: it overrides tuned entries in calls that see it\n",
                 runtime_config().config_override.c_str());
 
@@ -218,8 +244,21 @@ CLI::Validator space_validator() {
 Command add_tune_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "tune",
-      "sweep tile configurations on this GPU, check and time each, write the fastest to the tuning database");
+      "sweep tile configurations on this GPU (--op bwd: of the backward's main kernel), check and time each, "
+      "write the fastest to the tuning database");
   auto o = std::make_shared<TuneOptions>();
+  app->add_option(
+         "--op", o->op,
+         "fwd, or bwd: tune the backward of the call (the main kernel's tiles, each checked against the "
+         "reference gradients and timed as a whole backward call)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fwd", "bwd"}));
+  app->add_option(
+         "--kernel", o->kernel,
+         "with --op bwd: main, the main kernel (dK, dV), or dq, the separate dQ pass; the other kernels "
+         "keep their tuned or default tiles while it is swept")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"main", "dq"}));
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());
@@ -239,6 +278,9 @@ Command add_tune_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(kMaxCount)));
   app->add_flag("--dry-run", o->dry_run, "list the candidates and stop (no GPU needed)");
+  app->add_flag("--compile", o->compile,
+                "with --dry-run: compile the candidates through the cache (NVRTC, no GPU needed) and list "
+                "their registers, spills and the blocks per SM they allow");
   o->target.add_to(*app,
                    "with --dry-run: the arch whose limits to list for, e.g. sm_90a (default: the GPU's)");
   o->tile.add_to(*app);

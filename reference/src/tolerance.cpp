@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "flashrtc_reference/attention_reference.hpp"
@@ -48,6 +49,26 @@ std::string Comparison::summary() const {
   std::string text = line;
   if (non_finite > 0) text += " non_finite=" + std::to_string(non_finite);
   return text + (pass ? " PASS" : " FAIL");
+}
+
+GradientComparison compare_gradients(const Gradients& got, const Gradients& ref,
+                                     const Gradients& ref_input_precision, double abs_floor) {
+  double magnitude = 0;
+  for (const std::vector<double>* g : {&ref.dq, &ref.dk, &ref.dv})
+    for (double x : *g)
+      if (std::isfinite(x)) magnitude = std::max(magnitude, std::fabs(x));
+  const auto one = [&](const std::vector<double>& a, const std::vector<double>& r,
+                       const std::vector<double>& l) {
+    if (a.size() != r.size() || l.size() != r.size())
+      throw std::invalid_argument("reference: compare_gradients needs equally sized gradients");
+    return compare(a.data(), r.data(), l.data(), static_cast<std::int64_t>(r.size()), abs_floor, magnitude);
+  };
+  return {one(got.dq, ref.dq, ref_input_precision.dq), one(got.dk, ref.dk, ref_input_precision.dk),
+          one(got.dv, ref.dv, ref_input_precision.dv)};
+}
+
+std::string GradientComparison::summary() const {
+  return "dq: " + dq.summary() + "\ndk: " + dk.summary() + "\ndv: " + dv.summary();
 }
 
 }  // namespace flashrtc::reference

@@ -23,13 +23,6 @@ namespace {
 
 constexpr bool kAtomicDq = false;
 
-// The query of one of the backward's kernels; the call's explicit tile is the main kernel's.
-ConfigQuery backward_query(const BackwardParams& p, Operation op) {
-  ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op};
-  if (op == Operation::kBackward) q.explicit_config = p.config;
-  return q;
-}
-
 std::size_t round_up(std::size_t bytes) {
   return (bytes + detail::kScratchAlignBytes - 1) / detail::kScratchAlignBytes * detail::kScratchAlignBytes;
 }
@@ -43,13 +36,34 @@ void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& back
 
 }  // namespace
 
+std::array<Operation, 3> backward_operations(bool deterministic) {
+  const bool separate_dq = deterministic || !kAtomicDq;
+  return {Operation::kBackwardPrep, Operation::kBackward,
+          separate_dq ? Operation::kBackwardDq : Operation::kBackwardDqConvert};
+}
+
+const std::optional<TileConfig>* explicit_tile(const BackwardParams& p, Operation op) {
+  switch (op) {
+    case Operation::kBackward:
+      return &p.config;
+    case Operation::kBackwardDq:
+      return &p.dq_config;
+    default:
+      return nullptr;
+  }
+}
+
 void validate_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
-  if (p.config) {
-    const KernelFamily& family = portable_family(Operation::kBackward, p.dtype, static_cast<int>(p.head_dim));
+  for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
+    const std::optional<TileConfig>& tile = *explicit_tile(p, op);
+    if (!tile) continue;
+    const KernelFamily& family = portable_family(op, p.dtype, static_cast<int>(p.head_dim));
     const std::string reason =
-        family.check_config(p.dtype, static_cast<int>(p.head_dim), *p.config, kSmemBytesSm90);
-    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + reason);
+        family.check_config(p.dtype, static_cast<int>(p.head_dim), *tile, kSmemBytesSm90);
+    if (!reason.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(op == Operation::kBackward ? "config: " : "dq_config: ") + reason);
   }
 }
 
@@ -59,12 +73,12 @@ double attention_backward_flops(const BackwardParams& p) {
 
 void attention_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
-  const bool separate_dq = p.deterministic || !kAtomicDq;
+  const std::array<Operation, 3> ops = backward_operations(p.deterministic);
+  const bool separate_dq = ops[2] == Operation::kBackwardDq;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
-  const detail::PreparedCall& prep = detail::prepare_call(backward_query(p, Operation::kBackwardPrep));
-  const detail::PreparedCall& main = detail::prepare_call(backward_query(p, Operation::kBackward));
-  const detail::PreparedCall& dq = detail::prepare_call(
-      backward_query(p, separate_dq ? Operation::kBackwardDq : Operation::kBackwardDqConvert));
+  const detail::PreparedCall& prep = detail::prepare_call(config_query(p, ops[0]));
+  const detail::PreparedCall& main = detail::prepare_call(config_query(p, ops[1]));
+  const detail::PreparedCall& dq = detail::prepare_call(config_query(p, ops[2]));
 
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
   const std::size_t d_rows_bytes = round_up(rows * sizeof(float));

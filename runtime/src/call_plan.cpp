@@ -97,7 +97,9 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   if (query.explicit_config) {
     const std::string reason = check_config_any_family(query.operation, query.dtype, query.head_dim,
                                                        *query.explicit_config, kSmemBytesSm90);
-    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "config: " + reason);
+    // The call's field that held the tile (BackwardParams::dq_config for the dQ pass, else config).
+    const char* field = query.operation == Operation::kBackwardDq ? "dq_config: " : "config: ";
+    if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, field + reason);
   }
   const ContextInfo& info = current_context();
   const DeviceTarget target = device_target_for(info);

@@ -165,6 +165,12 @@ ConfigQuery config_query(const ForwardParams& p) {
           detail::forward_call_traits(p)};
 }
 
+ConfigQuery config_query(const BackwardParams& p, Operation op) {
+  ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op};
+  if (const std::optional<TileConfig>* tile = explicit_tile(p, op)) q.explicit_config = *tile;
+  return q;
+}
+
 ConfigQuery ConfigQuery::bucketed() const {
   ConfigQuery q = *this;
   q.seqlen_q = seqlen_bucket(seqlen_q);

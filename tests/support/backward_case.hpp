@@ -73,64 +73,22 @@ inline reference::HostTensor<double> mutable_view(HostTensorData& t) {
   return {t.values.data(), t.stride_batch, t.stride_seq, t.stride_head, 1};
 }
 
-// The kernels' computation at their input precision for the whole problem: fp32 arithmetic on the given
-// inputs, P rounded to the dtype before P^T dO and dS before dS K and dS^T Q (the tensor-core operands; a
-// no-op for fp32), dK and dV summed over a GQA group in fp32, outputs rounded to the dtype. Gradients in [B,
-// H, N, d] order.
+// The kernels' computation at their input precision (reference::backward_input_precision), gradients in
+// [B, H, N, d] order.
 inline void backward_input_precision(const BackwardCase& c, const HostTensorData& q, const HostTensorData& k,
                                      const HostTensorData& v, const HostTensorData& o,
                                      const HostTensorData& d_o, const std::vector<float>& lse,
                                      std::vector<double>& dq, std::vector<double>& dk,
                                      std::vector<double>& dv) {
-  const std::int64_t d = c.head_dim, nq = c.seqlen_q, nk = c.seqlen_kv, group = c.heads_q / c.heads_kv;
-  const float scale = c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const std::int64_t diag = c.mask == MaskKind::kCausalBottomRight ? nk - nq : 0;
-  auto at = [](const HostTensorData& t, std::int64_t b, std::int64_t n, std::int64_t h, std::int64_t e) {
-    return static_cast<float>(t.values[b * t.stride_batch + n * t.stride_seq + h * t.stride_head + e]);
-  };
-  auto round = [&](float x) { return static_cast<float>(reference::round_to(c.dtype, x)); };
-  dq.assign(c.batch * c.heads_q * nq * d, 0.0);
-  dk.assign(c.batch * c.heads_kv * nk * d, 0.0);
-  dv.assign(c.batch * c.heads_kv * nk * d, 0.0);
-  std::vector<std::future<void>> work;
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t hk = 0; hk < c.heads_kv; ++hk)
-      work.push_back(std::async(std::launch::async, [&, b, hk] {
-        std::vector<float> dk_acc(nk * d, 0.f), dv_acc(nk * d, 0.f), p(nk), ds(nk);
-        for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h)
-          for (std::int64_t i = 0; i < nq; ++i) {
-            const float row_lse = lse[(b * c.heads_q + h) * nq + i];
-            float delta = 0.f;
-            for (std::int64_t e = 0; e < d; ++e) delta += at(d_o, b, i, h, e) * at(o, b, i, h, e);
-            for (std::int64_t j = 0; j < nk; ++j) {
-              const bool visible = c.mask == MaskKind::kNone || j <= i + diag;
-              float s = 0.f, dp = 0.f;
-              for (std::int64_t e = 0; e < d; ++e) {
-                s += at(q, b, i, h, e) * at(k, b, j, hk, e);
-                dp += at(d_o, b, i, h, e) * at(v, b, j, hk, e);
-              }
-              p[j] = visible && std::isfinite(row_lse) ? std::exp(s * scale - row_lse) : 0.f;
-              ds[j] = p[j] * (dp - delta);
-            }
-            for (std::int64_t e = 0; e < d; ++e) {
-              float acc = 0.f;
-              for (std::int64_t j = 0; j < nk; ++j) acc += round(ds[j]) * at(k, b, j, hk, e);
-              dq[((b * c.heads_q + h) * nq + i) * d + e] = reference::round_to(c.dtype, acc * scale);
-            }
-            for (std::int64_t j = 0; j < nk; ++j)
-              for (std::int64_t e = 0; e < d; ++e) {
-                dv_acc[j * d + e] += round(p[j]) * at(d_o, b, i, h, e);
-                dk_acc[j * d + e] += round(ds[j]) * at(q, b, i, h, e);
-              }
-          }
-        for (std::int64_t j = 0; j < nk; ++j)
-          for (std::int64_t e = 0; e < d; ++e) {
-            const std::int64_t row = (b * c.heads_kv + hk) * nk + j;
-            dk[row * d + e] = reference::round_to(c.dtype, dk_acc[j * d + e] * scale);
-            dv[row * d + e] = reference::round_to(c.dtype, dv_acc[j * d + e]);
-          }
-      }));
-  for (auto& w : work) w.get();
+  const std::int64_t d = c.head_dim, q_rows = c.seqlen_q * d, k_rows = c.seqlen_kv * d;
+  dq.assign(c.batch * c.heads_q * q_rows, 0.0);
+  dk.assign(c.batch * c.heads_kv * k_rows, 0.0);
+  dv.assign(dk.size(), 0.0);
+  const std::vector<double> lse_values(lse.begin(), lse.end());
+  reference::backward_input_precision(
+      reference_problem(c), c.dtype, view(q), view(k), view(v), view(o), lse_values.data(), view(d_o),
+      {dq.data(), c.heads_q * q_rows, d, q_rows, 1}, {dk.data(), c.heads_kv * k_rows, d, k_rows, 1},
+      {dv.data(), c.heads_kv * k_rows, d, k_rows, 1});
 }
 
 // A tensor's values gathered into [B, H, N, d] order.
@@ -245,8 +203,7 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
   const DeviceTarget target = current_device_target().value_or(no_device_target());
   std::vector<KernelSpec> specs;
   for (const BackwardCase& c : cases)
-    for (Operation op : {Operation::kBackwardPrep, Operation::kBackward,
-                         c.deterministic ? Operation::kBackwardDq : Operation::kBackwardDqConvert}) {
+    for (Operation op : backward_operations(c.deterministic)) {
       ConfigQuery q;
       q.dtype = c.dtype, q.head_dim = c.head_dim, q.mask = c.mask, q.seqlen_q = c.seqlen_q,
       q.seqlen_kv = c.seqlen_kv;
@@ -300,30 +257,15 @@ inline BackwardResult run_backward_case(const BackwardCase& c, int runs = 1,
   std::vector<double> dq_low, dk_low, dv_low;
   backward_input_precision(c, in.q, in.k, in.v, in.o, in.d_o, in.lse, dq_low, dk_low, dv_low);
 
-  const std::vector<double> dq_got = gather(c, in.q, decode(c.dtype, result.dq), c.seqlen_q, c.heads_q);
-  const std::vector<double> dk_got = gather(c, in.k, decode(c.dtype, result.dk), c.seqlen_kv, c.heads_kv);
-  const std::vector<double> dv_got = gather(c, in.v, decode(c.dtype, result.dv), c.seqlen_kv, c.heads_kv);
-  constexpr double kFloor = 1e-6;
-  // The floor is relative to the largest gradient of the problem: with one visible key dQ and dK cancel to
-  // exactly 0 (dS = P (dP - D) with dP = D), and the kernel's dP and D, summed in different orders, leave a
-  // rounding residue of the size of dV's terms.
-  double gradient_magnitude = 0;
-  for (const std::vector<double>* g : {&dq_ref, &dk_ref, &dv_ref})
-    for (double x : *g)
-      if (std::isfinite(x)) gradient_magnitude = std::max(gradient_magnitude, std::fabs(x));
-  const auto cmp = [&](const char* name, const std::vector<double>& got, const std::vector<double>& ref,
-                       const std::vector<double>& low) {
-    const reference::Comparison r = reference::compare(got.data(), ref.data(), low.data(),
-                                                       static_cast<std::int64_t>(got.size()), kFloor,
-                                                       gradient_magnitude);
-    result.report += std::string("\n  ") + name + ": " + r.summary();
-    return r.pass;
-  };
-  result.report = c.describe();
-  const bool dq_ok = cmp("dq", dq_got, dq_ref, dq_low);
-  const bool dk_ok = cmp("dk", dk_got, dk_ref, dk_low);
-  const bool dv_ok = cmp("dv", dv_got, dv_ref, dv_low);
-  result.pass = dq_ok && dk_ok && dv_ok;
+  const reference::Gradients got{gather(c, in.q, decode(c.dtype, result.dq), c.seqlen_q, c.heads_q),
+                                 gather(c, in.k, decode(c.dtype, result.dk), c.seqlen_kv, c.heads_kv),
+                                 gather(c, in.v, decode(c.dtype, result.dv), c.seqlen_kv, c.heads_kv)};
+  const reference::GradientComparison cmp =
+      reference::compare_gradients(got, {std::move(dq_ref), std::move(dk_ref), std::move(dv_ref)},
+                                   {std::move(dq_low), std::move(dk_low), std::move(dv_low)});
+  result.report = c.describe() + "\n  dq: " + cmp.dq.summary() + "\n  dk: " + cmp.dk.summary() +
+                  "\n  dv: " + cmp.dv.summary();
+  result.pass = cmp.pass();
   // Padding between rows must be untouched (still poisoned): the kernels write only inside the views.
   if (c.row_pad > 0) {
     const auto touched = [&](const HostTensorData& t, const std::vector<unsigned char>& bytes,

@@ -75,6 +75,14 @@ void fill_random_normal(DType dtype, std::vector<unsigned char>& bytes, std::int
   for (std::thread& worker : workers) worker.join();
 }
 
+std::vector<unsigned char> encode_values(DType dtype, const std::vector<double>& values) {
+  const std::size_t elem = dtype_size(dtype);
+  std::vector<unsigned char> bytes(values.size() * elem);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    encode_element(dtype, static_cast<float>(values[i]), &bytes[i * elem]);
+  return bytes;
+}
+
 double decode_element(DType dtype, const unsigned char* bytes, std::int64_t index) {
   if (dtype == DType::kFloat32) {
     float value;

@@ -131,20 +131,19 @@ ForwardParams TimingBuffers::bind(ForwardParams p, std::size_t launch) const {
   return p;
 }
 
-Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
-                      int warmup, int repeats, void* stream) {
-  ForwardParams p = shape;
-  p.config = tile;
-  p.stream = stream;
-  p.lse = nullptr;
-  std::size_t launch = 0;
-  for (int i = 0; i < warmup; ++i) attention_forward(buffers.bind(p, launch++));
+Timing time_calls(const std::function<void(std::size_t)>& prepare, const std::function<void()>& launch,
+                  int warmup, int repeats, void* stream) {
+  std::size_t call = 0;
+  for (int i = 0; i < warmup; ++i) {
+    prepare(call++);
+    launch();
+  }
   EventTimer timer;
   std::vector<double> times_ms;
   for (int i = 0; i < repeats; ++i) {
-    const ForwardParams bound = buffers.bind(p, launch++);
+    prepare(call++);
     timer.start(stream);
-    attention_forward(bound);
+    launch();
     timer.stop(stream);
     times_ms.push_back(timer.elapsed_ms());
   }
@@ -155,6 +154,17 @@ Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const 
   t.min_ms = times_ms.front();
   t.max_ms = times_ms.back();
   return t;
+}
+
+Timing time_candidate(const ForwardParams& shape, const TileConfig& tile, const TimingBuffers& buffers,
+                      int warmup, int repeats, void* stream) {
+  ForwardParams p = shape;
+  p.config = tile;
+  p.stream = stream;
+  p.lse = nullptr;
+  ForwardParams bound;
+  return time_calls([&](std::size_t call) { bound = buffers.bind(p, call); },
+                    [&] { attention_forward(bound); }, warmup, repeats, stream);
 }
 
 }  // namespace flashrtc::tools

@@ -55,8 +55,11 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
   const auto work = [&] {
     for (std::size_t i = next++; i < rows.size(); i = next++) {
       TuneRow& row = rows[i];
+      // A forward tile compiles on the best family that builds it (as a call with that tile would run: the
+      // base tile may be another family's); another operation's tiles are its swept family's.
+      const KernelFamily* family = setup.operation == Operation::kForward ? nullptr : setup.family;
       const ForwardSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask,
-                             row.tile};
+                             row.tile, family};
       std::string line = to_string(row.tile) + ": ";
       try {
         row.kernel = compile_forward(spec, setup.arch);

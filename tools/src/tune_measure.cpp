@@ -1,11 +1,12 @@
 #include "flashrtc_tools/tune_measure.hpp"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "flashrtc_tools/format.hpp"
 #include "flashrtc_tools/progress.hpp"
-#include "flashrtc_tools/tune_bench.hpp"
+#include "flashrtc_tools/tune_candidate_bench.hpp"
 
 namespace flashrtc::tools {
 
@@ -32,14 +33,15 @@ bool measure_candidates(const TuneSetup& setup, const DeviceInfo& device, int wa
   std::size_t runnable = 0;
   for (const TuneRow& row : rows) runnable += row.status == RowStatus::kPending ? 1 : 0;
   if (runnable == 0) return true;
-  const TimingBuffers buffers(setup.shape, device.l2_cache_bytes, device.global_memory_bytes, seed);
-  const ForwardParams problem = check_problem(setup.shape);
+  const std::unique_ptr<CandidateBench> bench = make_candidate_bench(setup, device, seed);
+  const ForwardParams& problem = bench->check_shape();
   std::printf(
-      "measure:   each candidate checked first (B=1 H=2 Nq=%lld Nk=%lld, fresh random inputs, against the "
-      "Eigen "
-      "reference), then %d warm-up and %d timed launches (median), rotating %zu buffer sets of %s (L2 %s)\n",
-      static_cast<long long>(problem.seqlen_q), static_cast<long long>(problem.seqlen_kv), warmup, repeats,
-      buffers.sets(), format_bytes(double(buffers.total_bytes())).c_str(),
+      "measure:   each candidate checked first (B=1 H=2 Nq=%lld Nk=%lld, fresh random inputs, %s against the "
+      "Eigen reference), then %d warm-up and %d timed launches (median), rotating %zu buffer sets of %s "
+      "(L2 %s)\n",
+      static_cast<long long>(problem.seqlen_q), static_cast<long long>(problem.seqlen_kv),
+      bench->checked_outputs(), warmup, repeats, bench->buffer_sets(),
+      format_bytes(double(bench->buffer_bytes())).c_str(),
       format_bytes(double(device.l2_cache_bytes)).c_str());
   Stream stream;
   Progress progress("measure", runnable);
@@ -54,15 +56,16 @@ bool measure_candidates(const TuneSetup& setup, const DeviceInfo& device, int wa
     }
     const std::string name = to_string(row.tile);
     try {
-      const CheckOutcome check = check_candidate(problem, row.tile, seed + 1 + i, stream.handle());
+      const CheckOutcome check = bench->check(row.tile, seed + 1 + i, stream.handle());
       if (!check.pass) {
         row.status = RowStatus::kWrong;
-        row.message = "o or lse outside the tolerance against the Eigen reference";
+        row.message =
+            std::string(bench->checked_outputs()) + ": outside the tolerance against the Eigen reference";
         progress.note("check of " + name + " FAILED:\n" + trimmed(check.report));
         progress.step(name + ": wrong results");
         continue;
       }
-      const Timing t = time_candidate(setup.shape, row.tile, buffers, warmup, repeats, stream.handle());
+      const Timing t = bench->time(row.tile, warmup, repeats, stream.handle());
       row.status = RowStatus::kOk;
       row.median_ms = t.median_ms;
       row.min_ms = t.min_ms;

@@ -75,9 +75,10 @@ Figure tune_figure(const TuneSetup& setup, const std::vector<TuneRow>& rows) {
   };
   const ForwardParams& p = setup.shape;
   std::ostringstream title;
-  title << "flashrtc tune: " << to_string(p.dtype) << " d=" << p.head_dim << " mask=" << to_string(p.mask)
-        << " B=" << p.batch << " H=" << p.heads_q << " Nq=" << p.seqlen_q << " Nk=" << p.seqlen_kv << " on "
-        << setup.gpu_name << " (" << setup.arch << ", " << to_string(setup.space) << " space)";
+  title << "flashrtc tune: " << (setup.operation != Operation::kForward ? "backward of " : "")
+        << to_string(p.dtype) << " d=" << p.head_dim << " mask=" << to_string(p.mask) << " B=" << p.batch
+        << " H=" << p.heads_q << " Nq=" << p.seqlen_q << " Nk=" << p.seqlen_kv << " on " << setup.gpu_name
+        << " (" << setup.arch << ", " << setup.family->name << ", " << to_string(setup.space) << " space)";
 
   Figure figure;
   std::ostringstream data;

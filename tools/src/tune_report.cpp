@@ -27,11 +27,17 @@ std::string occupancy_text(const TuneRow& row) {
 
 void print_setup(const TuneSetup& s, std::size_t candidates) {
   const ForwardParams& p = s.shape;
-  std::printf("tune:      %s d=%lld mask=%s B=%lld H=%lld Nq=%lld Nk=%lld (%.3g FLOP per call), %s kernels\n",
-              std::string(to_string(p.dtype)).c_str(), static_cast<long long>(p.head_dim),
-              std::string(to_string(p.mask)).c_str(), static_cast<long long>(p.batch),
-              static_cast<long long>(p.heads_q), static_cast<long long>(p.seqlen_q),
-              static_cast<long long>(p.seqlen_kv), s.flops, s.family->name.c_str());
+  const bool backward = s.operation != Operation::kForward;
+  const char* swept = s.operation == Operation::kBackwardDq
+                          ? " (the dQ pass's tiles; the other kernels keep theirs)"
+                          : " (the main kernel's tiles; the other kernels keep theirs)";
+  std::printf(
+      "tune:      %s%s d=%lld mask=%s B=%lld H=%lld Nq=%lld Nk=%lld (%.3g FLOP per call%s), %s kernels%s\n",
+      backward ? "backward of " : "", std::string(to_string(p.dtype)).c_str(),
+      static_cast<long long>(p.head_dim), std::string(to_string(p.mask)).c_str(),
+      static_cast<long long>(p.batch), static_cast<long long>(p.heads_q), static_cast<long long>(p.seqlen_q),
+      static_cast<long long>(p.seqlen_kv), s.flops, backward ? ", 2.5x the forward's" : "",
+      s.family->name.c_str(), backward ? swept : "");
   std::printf("space:     %s: %zu of the %zu configurations that fit\n", to_string(s.space), candidates,
               s.family_configs);
   std::printf(
@@ -45,11 +51,30 @@ void print_setup(const TuneSetup& s, std::size_t candidates) {
 }
 
 void print_candidates(const TuneSetup& s, const std::vector<TuneRow>& rows) {
-  std::printf("%-16s %7s %10s %14s\n", "config", "threads", "smem", "blocks/SM max");
+  const bool compiled = std::any_of(rows.begin(), rows.end(), [](const TuneRow& r) { return r.kernel; });
+  if (!compiled) {
+    std::printf("%-16s %7s %10s %14s\n", "config", "threads", "smem", "blocks/SM max");
+    for (const TuneRow& row : rows) {
+      const int blocks = resident_blocks_per_sm(s.limits, row.threads, 0, row.smem_bytes);
+      std::printf("%-16s %7d %10s %14d\n", tile_text(row.tile).c_str(), row.threads,
+                  format_bytes(double(row.smem_bytes)).c_str(), blocks);
+    }
+    return;
+  }
+  // Compiled: the registers ptxas allocated bound the blocks per SM too.
+  constexpr const char* kFormat = "%-16s %7s %10s %5s %11s %12s  %s\n";
+  std::printf(kFormat, "config", "threads", "smem", "regs", "spill st/ld", "occupancy", "status");
   for (const TuneRow& row : rows) {
-    const int blocks = resident_blocks_per_sm(s.limits, row.threads, 0, row.smem_bytes);
-    std::printf("%-16s %7d %10s %14d\n", tile_text(row.tile).c_str(), row.threads,
-                format_bytes(double(row.smem_bytes)).c_str(), blocks);
+    const ResourceReport* r = row.kernel ? &row.kernel->resources : nullptr;
+    const auto n = [](auto v) { return std::to_string(v); };
+    const std::string status = row.status == RowStatus::kCompileFailed || row.status == RowStatus::kDoesNotFit
+                                   ? std::string(to_string(row.status)) + ": " + row.message
+                               : r && r->spills() ? "spills"
+                                                  : "compiled";
+    std::printf(kFormat, tile_text(row.tile).c_str(), n(row.threads).c_str(),
+                format_bytes(double(row.smem_bytes)).c_str(), r ? n(r->registers).c_str() : "-",
+                r ? (n(r->spill_store_bytes) + "/" + n(r->spill_load_bytes)).c_str() : "-",
+                r ? occupancy_text(row).c_str() : "-", status.c_str());
   }
 }
 
@@ -118,6 +143,8 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
   const json root = {{"gpu", s.gpu_name},
                      {"arch", s.arch},
                      {"nvrtc", nvrtc_version()},
+                     {"op", s.operation == Operation::kForward ? "fwd" : "bwd"},
+                     {"kernel", to_string(s.operation)},
                      {"family", s.family->name},
                      {"dtype", std::string(to_string(p.dtype))},
                      {"head_dim", p.head_dim},

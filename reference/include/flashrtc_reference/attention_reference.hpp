@@ -67,6 +67,24 @@ void backward(const Problem& p, const HostTensor<const double>& q, const HostTen
               const HostTensor<const double>& dout, const HostTensor<double>& dq,
               const HostTensor<double>& dk, const HostTensor<double>& dv);
 
+/// The backward as the kernels compute it at their input precision (the error budget of the tolerance rule):
+/// fp32 arithmetic on the inputs as given (already representable in dtype), lse read as fp32, P rounded to
+/// dtype before P^T dO and dS before dS K and dS^T Q (the tensor-core operands; a no-op for fp32), dK and dV
+/// summed over a GQA group in fp32, every gradient rounded to dtype. For the query heads of kv head hk in
+/// batch b: overwrites their dq rows and the dk and dv rows of hk. Distinct (b, hk) may run concurrently.
+void backward_group_input_precision(const Problem& p, DType dtype, std::int64_t b, std::int64_t hk,
+                                    const HostTensor<const double>& q, const HostTensor<const double>& k,
+                                    const HostTensor<const double>& v, const HostTensor<const double>& o,
+                                    const double* lse, const HostTensor<const double>& dout,
+                                    const HostTensor<double>& dq, const HostTensor<double>& dk,
+                                    const HostTensor<double>& dv);
+/// All (batch, kv head) groups, concurrently: overwrites dq, dk and dv.
+void backward_input_precision(const Problem& p, DType dtype, const HostTensor<const double>& q,
+                              const HostTensor<const double>& k, const HostTensor<const double>& v,
+                              const HostTensor<const double>& o, const double* lse,
+                              const HostTensor<const double>& dout, const HostTensor<double>& dq,
+                              const HostTensor<double>& dk, const HostTensor<double>& dv);
+
 /// Direct loops, no Eigen: the check of forward().
 void forward_loops(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
                    const HostTensor<const double>& v, const HostTensor<double>& o, double* lse);
@@ -113,5 +131,21 @@ struct Comparison {
 /// can cancel to zero while the terms that cancel, and their rounding, are as large as dV).
 Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
                    double abs_floor = 1e-6, double floor_magnitude = 0);
+
+/// dQ, dK and dV of one problem, each in one order shared by every set compared.
+struct Gradients {
+  std::vector<double> dq, dk, dv;
+};
+/// The tolerance rule on each gradient (compare() with abs_floor), the floor relative to the largest finite
+/// value of the three reference gradients: with one visible key dQ and dK cancel to exactly 0, while the
+/// kernel's dP and D, summed in different orders, leave a rounding residue of the size of dV's terms.
+struct GradientComparison {
+  Comparison dq, dk, dv;
+  bool pass() const { return dq.pass && dk.pass && dv.pass; }
+  std::string summary() const;  ///< three lines, "dq: <Comparison::summary()>" ..., joined by newlines
+};
+/// Throws std::invalid_argument when a gradient's sizes differ between the three sets.
+GradientComparison compare_gradients(const Gradients& got, const Gradients& ref,
+                                     const Gradients& ref_input_precision, double abs_floor = 1e-6);
 
 }  // namespace flashrtc::reference

@@ -1,11 +1,13 @@
 #pragma once
 /// Backward attention: given dO for o = softmax(scale * q k^T + mask) v, the gradients dQ, dK and dV
 /// (FlashAttention-2's algorithm: P recomputed from q, k and the forward's lse).
+#include <array>
 #include <cstdint>
 #include <optional>
 
 #include "flashrtc/attention.hpp"
 #include "flashrtc/export.hpp"
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/types.hpp"
 
@@ -30,6 +32,9 @@ struct BackwardParams {
   bool deterministic = false;
   void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;  ///< explicit tile for the main kernel; else tuned or default
+  /// Explicit tile for the separate dQ pass (Operation::kBackwardDq); else tuned or default. The atomic
+  /// mode's conversion takes none.
+  std::optional<TileConfig> dq_config;
 };
 
 /// Validates params, compiles or fetches the backward kernels, and launches them on params.stream in the
@@ -37,6 +42,20 @@ struct BackwardParams {
 /// Same input rules as attention_forward, for every tensor. Throws Error as attention_forward does;
 /// kInvalidArgument naming the tensor for one whose shape or strides do not fit (nothing launched).
 FLASHRTC_API void attention_backward(const BackwardParams& params);
+
+/// The operations of the kernels attention_backward launches, in launch order: the pre-pass, the main kernel
+/// and the dQ pass (the atomic-free pass over query blocks, or the conversion of the atomics' fp32 workspace
+/// where a non-deterministic call takes the atomic mode). Each resolves its family and tile on its own.
+FLASHRTC_API std::array<Operation, 3> backward_operations(bool deterministic);
+
+/// The field of params holding the explicit tile of op's kernel: &config (kBackward), &dq_config
+/// (kBackwardDq); null for the kernels that take none (the pre-pass, the atomic mode's conversion, the
+/// forward).
+FLASHRTC_API const std::optional<TileConfig>* explicit_tile(const BackwardParams& params, Operation op);
+inline std::optional<TileConfig>* explicit_tile(BackwardParams& params, Operation op) {
+  return const_cast<std::optional<TileConfig>*>(
+      explicit_tile(static_cast<const BackwardParams&>(params), op));
+}
 
 /// Checks params as attention_backward does, without a device. Throws Error(kInvalidArgument).
 FLASHRTC_API void validate_backward(const BackwardParams& params);

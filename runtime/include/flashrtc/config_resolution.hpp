@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_backward.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tile_config.hpp"
@@ -93,6 +94,10 @@ FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, c
 
 /// The query of a call.
 FLASHRTC_API ConfigQuery config_query(const ForwardParams& params);
+
+/// The query of the kernel of a backward call that op names (one of backward_operations), with that kernel's
+/// explicit tile from the call (explicit_tile: config for the main kernel, dq_config for the dQ pass).
+FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op);
 
 /// For a call: validates params, then resolves on the current device (no_device_target() without one).
 FLASHRTC_API ConfigResolution resolve_forward_config(const ForwardParams& params);

@@ -31,6 +31,9 @@ TensorRef make_tensor_ref(Layout layout, const void* data, std::int64_t seqlen, 
 void fill_random_normal(DType dtype, std::vector<unsigned char>& bytes, std::int64_t count,
                         std::uint64_t seed, std::uint64_t stream);
 
+/// values (each representable in dtype, e.g. rounded by reference::round_to) as dtype's bytes.
+std::vector<unsigned char> encode_values(DType dtype, const std::vector<double>& values);
+
 /// Element `index` of a dtype array, as double.
 double decode_element(DType dtype, const unsigned char* bytes, std::int64_t index);
 

@@ -3,6 +3,7 @@
 // then time it with CUDA events on buffers that rotate so that L2 never holds the inputs.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ class TimingBuffers {
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
+
+/// warmup untimed calls, then the median of `repeats` calls each timed by its own pair of CUDA events on
+/// stream. Before call i (counting every call from 0), prepare(i) runs outside the timing: it can bind the
+/// next buffer set for launch().
+Timing time_calls(const std::function<void(std::size_t)>& prepare, const std::function<void()>& launch,
+                  int warmup, int repeats, void* stream);
 
 /// warmup untimed launches, then the median of `repeats` launches each timed by its own pair of CUDA events,
 /// every launch on the next buffer set.

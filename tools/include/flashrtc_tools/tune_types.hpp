@@ -29,14 +29,18 @@ struct TuneRow {
 
 /// The sweep: the call it tunes and the device it runs on.
 struct TuneSetup {
-  ForwardParams shape;  ///< the tuned call (pointers are placeholders)
+  ForwardParams
+      shape;  ///< the tuned call (pointers are placeholders); for kBackward, the forward it differentiates
+  /// kForward; or kBackward (kBackwardDq): the backward of shape is checked and timed, the tiles of its main
+  /// kernel (its dQ pass) swept.
+  Operation operation = Operation::kForward;
   std::string gpu_name, arch;
   const KernelFamily* family = nullptr;  ///< the family the call runs on for arch: its tiles are swept
   SmLimits limits;
   TuneSpace space = TuneSpace::kQuick;
   std::size_t family_configs = 0;  ///< configurations of the family that fit (the full space)
   std::optional<TuningKey> key;    ///< absent without a GPU name (dry run without a GPU)
-  double flops = 0;
+  double flops = 0;                ///< per call of the operation (the backward's: attention_backward_flops)
 };
 
 }  // namespace flashrtc::tools

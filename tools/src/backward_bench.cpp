@@ -1,9 +1,9 @@
-#include "bench_backward.hpp"
+#include "flashrtc_tools/backward_bench.hpp"
 
 #include "flashrtc/device.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 namespace {
 
@@ -52,8 +52,8 @@ BackwardBench::BackwardBench(const ForwardParams& forward, bool deterministic, s
   f.config.reset();  // an explicit tile is the backward's
   f.stream = nullptr;
   attention_forward(f);
-  tools::fill_random_normal(forward.dtype, staging,
-                            forward.batch * forward.seqlen_q * forward.heads_q * forward.head_dim, seed, 3);
+  fill_random_normal(forward.dtype, staging,
+                     forward.batch * forward.seqlen_q * forward.heads_q * forward.head_dim, seed, 3);
   d_o_.copy_from_host(staging.data(), staging.size());
   device_synchronize();
 
@@ -67,4 +67,4 @@ BackwardBench::BackwardBench(const ForwardParams& forward, bool deterministic, s
   params_.deterministic = deterministic;
 }
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,6 +1,7 @@
 #pragma once
-// What `flashrtc bench --op bwd` times: the backward of a forward point, with the forward's o and lse from
-// one forward run and a random dO, so that the timed call sees the inputs a training step hands it.
+// What `flashrtc bench --op bwd` and `flashrtc tune --op bwd` time: the backward of a forward point, with the
+// forward's o and lse from one forward run and a random dO, so that the timed call sees the inputs a training
+// step hands it.
 #include <cstdint>
 #include <vector>
 
@@ -8,7 +9,7 @@
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/device_memory.hpp"
 
-namespace flashrtc::cli {
+namespace flashrtc::tools {
 
 /// The backward call of forward's shape, dtype, mask, layout, scale and tile (pointers left null): what FLOPs
 /// and validation read.
@@ -29,4 +30,4 @@ class BackwardBench {
   BackwardParams params_;
 };
 
-}  // namespace flashrtc::cli
+}  // namespace flashrtc::tools

@@ -1,0 +1,109 @@
+#include "config_backward.hpp"
+
+#include <cstdio>
+#include <vector>
+
+namespace flashrtc::cli {
+
+namespace {
+
+// What the kernel of op does within the backward call: its JSON role and its label in the text.
+const char* role_of(Operation op) {
+  switch (op) {
+    case Operation::kBackwardPrep:
+      return "prep";
+    case Operation::kBackward:
+      return "main";
+    case Operation::kBackwardDq:
+      return "dq";
+    case Operation::kBackwardDqConvert:
+      return "dq_convert";
+    case Operation::kForward:
+      break;
+  }
+  return "forward";
+}
+
+const char* label_of(Operation op) {
+  switch (op) {
+    case Operation::kBackwardPrep:
+      return "prep:";
+    case Operation::kBackward:
+      return "main:";
+    case Operation::kBackwardDq:
+      return "dQ pass:";
+    case Operation::kBackwardDqConvert:
+      return "dQ convert:";
+    case Operation::kForward:
+      break;
+  }
+  return "forward:";
+}
+
+struct Resolved {
+  Operation operation;
+  ConfigQuery query;
+  ConfigResolution resolution;
+};
+
+}  // namespace
+
+void print_backward_config(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
+                           const DeviceTarget& target, const std::string& device, bool json) {
+  BackwardParams call;
+  call.dtype = query.dtype;
+  call.head_dim = query.head_dim;
+  call.mask = query.mask;
+  call.seqlen_q = query.seqlen_q;
+  call.seqlen_kv = query.seqlen_kv;
+  call.deterministic = deterministic;
+  std::vector<Resolved> kernels;
+  for (Operation op : backward_operations(deterministic)) {
+    const ConfigQuery q = config_query(call, op);
+    // The tile options are the main kernel's, as BackwardParams::config is.
+    kernels.push_back(
+        {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_forward_config(q, target)});
+  }
+  const std::string& env = runtime_config().config_override;
+  const std::size_t entries = tuning_db_entries().size();
+  if (json) {
+    Json items = Json::array();
+    for (const Resolved& k : kernels) {
+      Json item{{"role", role_of(k.operation)}, {"operation", to_string(k.operation)}};
+      item.update(Json(k.resolution));
+      items.push_back(std::move(item));
+    }
+    Json document{{"op", "bwd"},
+                  {"call", query},
+                  {"deterministic", deterministic},
+                  {"device", device},
+                  {"kernels", std::move(items)},
+                  {"tuning_db", kernels.front().resolution.tuning_db.string()},
+                  {"tuning_db_entries", entries},
+                  {"flashrtc_config", env.empty() ? Json(nullptr) : Json(env)}};
+    print_json_document(document);
+    return;
+  }
+  std::printf("call:       backward of %s d=%d mask=%s Nq=%lld Nk=%lld%s\n",
+              std::string(to_string(query.dtype)).c_str(), query.head_dim,
+              std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
+              static_cast<long long>(query.seqlen_kv), deterministic ? ", deterministic" : "");
+  std::printf("device:     %s\n", device.c_str());
+  for (const Resolved& k : kernels) {
+    const ConfigResolution& r = k.resolution;
+    std::printf("%-11s %s %s\n", label_of(k.operation), r.family->name.c_str(), to_string(r.config).c_str());
+    std::printf("  source:     %s (%s)\n", to_string(r.source), r.why.c_str());
+    if (r.tuning_key) std::printf("  tuning key: %s\n", to_string(*r.tuning_key).c_str());
+    if (r.tuned && r.source != ConfigSource::kTuned)
+      std::printf("  tuned:      %s, passed over for the %s config\n", to_string(r.tuned->config).c_str(),
+                  to_string(r.source));
+    for (const std::string& reason : r.family_passed_over) std::printf("  passed over: %s\n", reason.c_str());
+  }
+  std::printf("tuning db:  %s (%zu entries)\n", kernels.front().resolution.tuning_db.string().c_str(),
+              entries);
+  std::printf(
+      "FLASHRTC_CONFIG: %s\n",
+      env.empty() ? "(unset)" : (env + " (forward kernels only; the backward's are left alone)").c_str());
+}
+
+}  // namespace flashrtc::cli

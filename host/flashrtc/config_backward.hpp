@@ -1,0 +1,18 @@
+#pragma once
+// `flashrtc config --op bwd`: the families and tiles of a backward call's kernels (pre-pass, main kernel, dQ
+// pass), each resolved as attention_backward resolves it.
+#include <string>
+
+#include "json_output.hpp"
+#include "shared_options.hpp"
+
+namespace flashrtc::cli {
+
+/// The backward of query's call (query.operation is ignored) on target. tile: the command's tile options,
+/// applied to the main kernel as BackwardParams::config is. Prints the text (or with json, one document:
+/// op, call, device, kernels [{role, operation, ...the resolution's fields}], tuning_db_entries,
+/// flashrtc_config). Throws Error as config resolution does.
+void print_backward_config(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
+                           const DeviceTarget& target, const std::string& device, bool json);
+
+}  // namespace flashrtc::cli

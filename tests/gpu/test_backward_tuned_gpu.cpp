@@ -1,0 +1,97 @@
+// Tuned backward tiles on the GPU: an entry of the tuning database for the backward's main kernel is what
+// attention_backward launches, and the gradients it gives match the reference. The second case checks the
+// entries of the database in use (tests/gpu/tune_bwd_then_config.sh runs it on what `flashrtc tune --op bwd`
+// wrote, in a process of its own).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "cpu/helpers/tuning_test_util.hpp"
+#include "flashrtc/cache_entries.hpp"
+#include "flashrtc/tuning_space.hpp"
+#include "support/backward_case.hpp"
+
+using namespace flashrtc;
+using flashrtc::testing::BackwardCase;
+
+namespace {
+
+ConfigQuery kernel_query(const BackwardCase& c, Operation op) {
+  BackwardParams p;
+  p.dtype = c.dtype, p.head_dim = c.head_dim, p.mask = c.mask, p.seqlen_q = c.seqlen_q,
+  p.seqlen_kv = c.seqlen_kv;
+  return config_query(p, op);
+}
+
+// The backward of case c resolves the kernel of op to entry's tile, and its gradients pass the reference
+// check.
+void check_tuned(const BackwardCase& c, Operation op, const TuningEntry& entry, const DeviceTarget& target) {
+  const ConfigResolution r = resolve_forward_config(kernel_query(c, op), target);
+  INFO(c.describe() << ": " << r.why);
+  CHECK(r.source == ConfigSource::kTuned);
+  CHECK(r.config == entry.config);
+  const auto result = flashrtc::testing::run_backward_case(c);
+  INFO(result.report);
+  CHECK(result.pass);
+}
+
+}  // namespace
+
+TEST_CASE("tuned backward entries are the tiles attention_backward launches, and its gradients match") {
+  test::TuningSandbox sandbox("flashrtc-gpu-backward-tuned");
+  const DeviceTarget target = *current_device_target();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    BackwardCase c;
+    c.dtype = dtype, c.head_dim = 64, c.mask = MaskKind::kCausalTopLeft;
+    c.heads_q = c.heads_kv = 2, c.seqlen_q = c.seqlen_kv = 300;
+    // A tile other than the default for the main kernel and for the dQ pass, each under its family's key.
+    std::vector<std::string> expected;
+    for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
+      const KernelFamily& family = *resolve_forward_config(kernel_query(c, op), target).family;
+      const TileConfig fallback =
+          family.default_config(c.dtype, c.head_dim, target.smem_limit_bytes, c.seqlen_kv, target.arch);
+      const auto candidates = tuning_candidates(family, c.dtype, c.head_dim, c.seqlen_q, c.seqlen_kv,
+                                                TuneSpace::kQuick, sm_limits(current_device()));
+      const auto other = std::find_if(candidates.begin(), candidates.end(),
+                                      [&](const TileConfig& t) { return !(t == fallback); });
+      REQUIRE(other != candidates.end());
+      record_tuning_entry(test::make_entry(make_tuning_key(target.gpu_name, target.arch, c.dtype, c.head_dim,
+                                                           c.mask, c.seqlen_q, c.seqlen_kv, family.name),
+                                           *other));
+      expected.push_back(family.name_expression({c.dtype, c.head_dim, c.mask, *other, &family}));
+    }
+    for (const TuningEntry& entry : tuning_db_entries())
+      if (entry.key.dtype == dtype)
+        check_tuned(c, find_kernel_family(entry.key.family)->operation, entry, target);
+    // The cache (fresh in the sandbox) holds both kernels with the tuned tiles: the launch compiled them.
+    const auto entries = list_cache_entries();
+    for (const std::string& name : expected)
+      CHECK_MESSAGE(std::any_of(entries.begin(), entries.end(),
+                                [&](const CacheEntry& e) { return e.name_expression == name; }),
+                    name);
+  }
+}
+
+TEST_CASE("every backward entry of the tuning database in use for this GPU resolves as tuned and passes") {
+  const DeviceTarget target = *current_device_target();
+  int checked = 0;
+  for (const TuningEntry& entry : tuning_db_entries()) {
+    const TuningKey& key = entry.key;
+    const KernelFamily* family = find_kernel_family(key.family);
+    if (!family || !explicit_tile(BackwardParams{}, family->operation) || key.gpu_name != target.gpu_name ||
+        key.arch != target.arch || key.nvrtc_version != nvrtc_version())
+      continue;  // not a backward kernel a call can be given a tile for (the ones tune --op bwd sweeps)
+    BackwardCase c;
+    c.dtype = key.dtype, c.head_dim = key.head_dim, c.mask = key.mask, c.heads_q = c.heads_kv = 2;
+    // The shortest lengths of the entry's buckets: ragged against the tiles, and cheap for the reference.
+    c.seqlen_q = key.seqlen_q_bucket / 2 + 1;
+    c.seqlen_kv = key.seqlen_kv_bucket / 2 + 1;
+    check_tuned(c, family->operation, entry, target);
+    ++checked;
+  }
+  MESSAGE("checked " << checked << " tuned backward entries of " << tuning_db_path().string());
+  // Set by the script that tuned first; elsewhere the database may hold none.
+  if (std::getenv("FLASHRTC_TEST_REQUIRE_TUNED_BACKWARD")) CHECK(checked > 0);
+}

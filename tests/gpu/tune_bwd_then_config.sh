@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# gpu: `flashrtc tune --op bwd --space quick` on a small shape writes tuning database entries for the backward's
+# main kernel and (--kernel dq) its dQ pass that later processes use: `flashrtc config --op bwd` reports them as
+# the tuned tiles, `flashrtc bench --op bwd` launches the main kernel's, and the gpu suite
+# test_backward_tuned_gpu checks both entries' gradients against the reference, each in a process of its own.
+# Usage: tune_bwd_then_config.sh path/to/flashrtc path/to/gpu_test_backward_tuned_gpu. Exit 77 (ctest:
+# skipped) without a usable GPU.
+set -euo pipefail
+flashrtc="$1"
+tuned_suite="$2"
+if ! "$flashrtc" info --has-gpu >/dev/null 2>&1; then
+  echo "*** GPU TESTS SKIPPED: $("$flashrtc" info --has-gpu 2>&1 || true) ***"
+  exit 77
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+unset FLASHRTC_CONFIG FLASHRTC_ARCH FLASHRTC_REQUIRE_CACHED FLASHRTC_ALWAYS_COMPILE FLASHRTC_DISABLE_DISK_CACHE
+export FLASHRTC_CACHE_DIR="$work/cache" FLASHRTC_TUNE_DB="$work/tuning_db.json"
+shape=(--dtype bf16 --head-dim 64 --seqlen 512 --mask causal)
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$flashrtc" tune --op bwd "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 --json "$work/tune.json" |
+  tee "$work/tune.out"
+[ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
+grep -q '"written_to_db": true' "$work/tune.json" || fail "--json does not record the database write"
+grep -q '"op": "bwd"' "$work/tune.json" || fail "--json does not name the backward"
+grep -q '"family": "bwd-mma"' "$work/tune.json" || fail "bf16 did not sweep bwd-mma"
+winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
+[ -n "$winner" ] || fail "tune printed no winner"
+grep -q '"bwd-mma"' "$FLASHRTC_TUNE_DB" || fail "the database has no bwd-mma entry"
+
+# The dQ pass, swept while the main kernel runs its tuned tile.
+"$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 |
+  tee "$work/tune_dq.out"
+grep -q 'bwd-dq-mma kernels' "$work/tune_dq.out" || fail "--kernel dq did not sweep bwd-dq-mma"
+dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
+[ -n "$dq_winner" ] || fail "tune --kernel dq printed no winner"
+
+# A second process: the winners are the main kernel's and the dQ pass's tiles, from the tuning database.
+"$flashrtc" config --op bwd "${shape[@]}" | tee "$work/config.out"
+grep -qx "main:       bwd-mma $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
+sed -n '/^main:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
+  fail "config --op bwd does not name the tuned source"
+grep -qx "dQ pass:    bwd-dq-mma $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
+sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
+  fail "config --op bwd does not name the dQ pass's tuned source"
+"$flashrtc" config --op bwd "${shape[@]}" --json >"$work/config.json"
+python3 - "$work/config.json" "$winner" <<'PY' || fail "config --op bwd --json does not report the tuned main kernel"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+main = [k for k in doc["kernels"] if k["role"] == "main"][0]
+tile = ",".join(f"{f}={main['config'][f]}" for f in ("block_m", "block_n", "warps", "stages"))
+assert main["source"] == "tuned" and main["family"] == "bwd-mma" and tile == sys.argv[2], (main, sys.argv[2])
+PY
+# The forward of the same call has a key of its own: the backward's tune leaves it alone.
+"$flashrtc" config "${shape[@]}" | grep -q '^source:     default ' || fail "the forward picked up the backward's entry"
+
+# A third: bench --op bwd launches the tuned tile (its JSON row names the main kernel's tile).
+"$flashrtc" bench --op bwd --shape 2,8,512,64 --dtype bf16 --mask causal --iters 5 --json >"$work/bench.jsonl"
+python3 - "$work/bench.jsonl" "$winner" <<'PY' || fail "bench --op bwd did not run the tuned tile"
+import json, sys
+row = json.loads(open(sys.argv[1]).readline())
+tile = ",".join(f"{f}={row['tile'][f]}" for f in ("block_m", "block_n", "warps", "stages"))
+assert row["mode"] == "bwd" and row["tflops"] > 0 and tile == sys.argv[2], (row, sys.argv[2])
+PY
+
+# A fourth: the tuned entry's gradients against the reference, as attention_backward resolves it.
+FLASHRTC_TEST_REQUIRE_TUNED_BACKWARD=1 "$tuned_suite" --test-case='every backward entry*' | tee "$work/suite.out"
+grep -q 'checked 2 tuned backward entries' "$work/suite.out" || fail "the gpu suite did not check both entries"
+echo "PASS: tune --op bwd -> database -> config, bench and the gradient check in new processes" \
+  "(main $winner, dQ pass $dq_winner)"
