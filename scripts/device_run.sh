@@ -7,7 +7,8 @@
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
 # time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA), sanitize
-# (compute-sanitizer memcheck and racecheck over the gpu suite's sanitizer set and the graph test).
+# (compute-sanitizer memcheck and racecheck over the gpu suite's sanitizer set and the graph test), compile
+# (cold NVRTC compile time of the sm_90a defaults, one compile at a time: bench/compile_time.py).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -134,6 +135,10 @@ fi
 if [[ " $steps " == *" host "* ]]; then
   "$D/flashrtc_host_bench" 2>&1 | tee "$OUT/host_overhead_cpp.log"
   python3 "$D/python/host_overhead.py" 2>&1 | tee "$OUT/host_overhead_python.log"
+fi
+
+if [[ " $steps " == *" compile "* ]]; then
+  python3 bench/compile_time.py --cli "$FR" --reps 5 2>&1 | tee "$OUT/compile_time.md"
 fi
 
 if [[ " $steps " == *" sanitize "* ]]; then

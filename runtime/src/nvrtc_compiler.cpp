@@ -103,9 +103,12 @@ namespace {
 //   // Cuda compilation tools, release 13.0, V13.0.88
 std::string build_from_ptx_header() {
   ProgramHandle program(new nvrtcProgram(nullptr));
+  // Every process pays this compile once. --minimal (NVRTC 12.4+) skips most of NVRTC's built-in headers:
+  // about 22 -> 17 ms of CPU as a process's first compile on NVRTC 13.0, with the same PTX header.
+  const char* options[] = {"--minimal"};
   if (nvrtcCreateProgram(program.get(), "extern \"C\" __global__ void flashrtc_identity() {}", "identity.cu",
                          0, nullptr, nullptr) != NVRTC_SUCCESS ||
-      nvrtcCompileProgram(*program, 0, nullptr) != NVRTC_SUCCESS)
+      nvrtcCompileProgram(*program, 1, options) != NVRTC_SUCCESS)
     return {};
   size_t size = 0;
   if (nvrtcGetPTXSize(*program, &size) != NVRTC_SUCCESS || size == 0) return {};
