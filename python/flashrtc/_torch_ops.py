@@ -53,11 +53,22 @@ def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
     return dq, dk, dv
 
 
+def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
+    """The forward operator's CUDA implementation (bench/host_overhead.py --stub-kernels registers it for CPU
+    stand-ins)."""
+    return _forward_cuda(q, k, v, mask, scale, layout, tile)
+
+
+def backward_kernel(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    """The backward operator's CUDA implementation."""
+    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
+
+
 @torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
                       tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
     """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
-    return _forward_cuda(q, k, v, mask, scale, layout, tile)
+    return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
 
 
 @attention_forward.register_fake
@@ -68,7 +79,7 @@ def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
 @torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
 def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
                        scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
+    return backward_kernel(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
 
 
 @attention_backward.register_fake
