@@ -163,26 +163,14 @@ def operator_rows(flashrtc, torch, sdpa, q, k, v, compiled=True):
 
 
 def stub_rows(flashrtc, torch):
-    """gpu_rows but "compiled", without a GPU, for the Python cost of each path: real torch with every tensor
-    saying it is on cuda:0 when Python asks (torch's dispatch still sees the CPU), the library's C calls a C
-    function that returns 0 at once, and the operators' CUDA kernels registered for CPU too. SDPA runs on
-    the CPU: it computes, so it is a scale, not the GPU's figure. For this process only."""
+    """gpu_rows but "compiled", without a GPU, for the Python cost of each path: python/tests/stub_cuda.py's
+    CPU stand-ins for CUDA tensors, the library's C calls a C function that returns 0 at once (the ctypes
+    call's own cost stays in). SDPA runs on the CPU: it computes, so it is a scale, not the GPU's figure."""
     import ctypes
     import ctypes.util
-    from flashrtc import _attention, _library, _torch_ops
-    library = _library.load()  # the real library, for its struct defaults
-    cuda0 = torch.device("cuda", 0)
-    torch.Tensor.is_cuda = property(lambda self: True)
-    torch.Tensor.device = property(lambda self: cuda0)
-    torch.Tensor.get_device = lambda self: 0
-    empty = torch.empty
-
-    def cpu_empty(*args, device=None, **kwargs):  # an allocation flashrtc asks for on cuda:0
-        return empty(*args, **kwargs)
-
-    torch.empty = cpu_empty
-    real = _attention._torch_api()
-    _attention._torch_api_cache[:] = [real._replace(current_device=lambda: 0, current_raw_stream=lambda index: 0)]
+    from flashrtc import _library
+    sys.path.insert(0, str(REPO / "python" / "tests"))
+    import stub_cuda
     libm = ctypes.CDLL(ctypes.util.find_library("m"))
 
     def returns_zero(params):  # feclearexcept(mask): returns 0, reads no memory (the pointer's bits are a mask)
@@ -190,10 +178,7 @@ def stub_rows(flashrtc, torch):
         function.restype, function.argtypes = ctypes.c_int, [ctypes.POINTER(params)]
         return function
 
-    library.forward = returns_zero(_library.ForwardParams)
-    library.backward = returns_zero(_library.BackwardParams)
-    _torch_ops.attention_forward.register_kernel("cpu", _torch_ops.forward_kernel)
-    _torch_ops.attention_backward.register_kernel("cpu", _torch_ops.backward_kernel)
+    stub_cuda.install(torch, returns_zero(_library.ForwardParams), returns_zero(_library.BackwardParams))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     q, k, v = (torch.randn(SHAPE, dtype=torch.bfloat16) for _ in range(3))
     rows = [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v), "sdpa": lambda: sdpa(q, k, v)}),

@@ -13,6 +13,7 @@ cost). flashrtc.attention imports this module (and so torch) only for a call tha
 """
 from __future__ import annotations
 
+import functools
 from typing import List, Optional, Tuple
 
 import torch
@@ -47,10 +48,7 @@ def _forward_cuda(q, k, v, mask, scale, layout, tile):
 
 
 def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
-    dq, dk, dv = backward_outputs(q, k, v)
-    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
-                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
-    return dq, dk, dv
+    return _backward.backward_for_operator(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
 
 
 def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
@@ -106,25 +104,79 @@ def _gradients(ctx, dout, _dlse, backward=None):
 attention_forward.register_autograd(_gradients, setup_context=_setup_context)
 
 
+def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
+    """The forward of an eager autograd call: CUDA tensors directly, others through the operator (which has
+    no kernel for them unless one is registered, as python/tests/test_torch_op_cpu.py does)."""
+    if q.is_cuda:
+        return _forward_cuda(q, k, v, mask, scale, layout, tile)
+    return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+
+
 class _EagerAttention(torch.autograd.Function):
     """The operator's autograd formula (_setup_context, _gradients) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
     trips cost several times a whole SDPA call of host time (README, "Autograd and torch.compile").
-    Tensors on another device go through the operators (which have no kernel for them unless one is
-    registered, as python/tests/test_torch_op_cpu.py does)."""
+    forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
+    deterministic) are the backward's."""
 
     @staticmethod
-    def forward(q, k, v, mask, scale, layout, tile, deterministic):
-        if q.is_cuda:
-            return _forward_cuda(q, k, v, mask, scale, layout, tile)
-        return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
-
-    setup_context = staticmethod(_setup_context)
+    def forward(q, k, v, run, options):
+        return run(q, k, v)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable  # the kernels' gradients are not recorded: no double backward
+    def setup_context(ctx, inputs, output):
+        q, k, v, _run, options = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.options = options
+        ctx.mark_non_differentiable(lse)
+
+    @staticmethod
     def backward(ctx, dout, dlse):
-        return _gradients(ctx, dout, dlse, _backward_cuda if dout.is_cuda else None)
+        if torch.is_grad_enabled():  # create_graph=True: once_differentiable refuses a double backward
+            return _once_differentiable_backward(ctx, dout, dlse)
+        return _eager_gradients(ctx, dout, dlse)  # the engine runs it under no_grad, as once_differentiable would
+
+
+def _eager_gradients(ctx, dout, _dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    if dout.stride() != o.stride():
+        dout = torch.empty_like(o).copy_(dout)
+    if dout.is_cuda:
+        dq, dk, dv = _backward_cuda(dout, q, k, v, o, lse, *ctx.options)
+    else:
+        dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
+    return dq, dk, dv, None, None
+
+
+# The kernels' gradients are not recorded: no double backward.
+_once_differentiable_backward = torch.autograd.function.once_differentiable(_eager_gradients)
+
+# Function.apply's Python wrapper binds the arguments to forward's signature with inspect on every call (for
+# setup_context), several microseconds; the C++ apply under it takes positional arguments as they are. The
+# wrapper's one other step, outside functorch transforms, unwraps tensors left over from a finished transform.
+_apply_base = getattr(getattr(torch._C, "_FunctionBase", None), "__dict__", {}).get("apply")
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_apply_direct = (_apply_base.__get__(None, _EagerAttention)
+                 if None not in (_apply_base, _unwrap_if_dead, _transforms_active) else None)
+_are_deterministic = torch.are_deterministic_algorithms_enabled
+
+
+def _apply_eager(q, k, v, run, options):
+    if _apply_direct is None or _transforms_active():
+        return _EagerAttention.apply(q, k, v, run, options)
+    return _apply_direct(_unwrap_if_dead(q), _unwrap_if_dead(k), _unwrap_if_dead(v), run, options)
+
+
+def eager_attention(signature, q, k, v, deterministic, return_lse):
+    """An eager autograd call of CUDA tensors whose signature flashrtc.attention has seen with the lse, so its
+    checks have passed: straight to the autograd function with the signature's prepared launch."""
+    mask, scale, layout = signature.checked
+    if deterministic is None:
+        deterministic = _are_deterministic()
+    o, lse = _apply_eager(q, k, v, signature.forward_with_lse, (mask, scale, layout, deterministic))
+    return (o, lse) if return_lse else o
 
 
 # Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its
@@ -154,6 +206,10 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
     _attention.check_flag(deterministic, "deterministic")
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
-    args = (q, k, v, mask, scale, layout, tile, deterministic)
-    o, lse = torch.ops.flashrtc.attention_forward.default(*args) if traced else _EagerAttention.apply(*args)
+    if traced:
+        o, lse = torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+    else:
+        run = functools.partial(_forward_any, mask=mask, scale=scale, layout=layout, tile=tile,
+                                deterministic=deterministic)
+        o, lse = _apply_eager(q, k, v, run, (mask, scale, layout, deterministic))
     return (o, lse) if return_lse else o

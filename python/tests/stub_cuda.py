@@ -1,0 +1,33 @@
+"""CPU tensors that flashrtc takes for CUDA ones, for the CUDA branches of its PyTorch paths without a GPU
+(bench/host_overhead.py --stub-kernels, test_eager_cpu.py).
+
+    stub_cuda.install(torch, forward, backward)   # for the rest of the process: run it in a process of its own
+
+Real torch, with every tensor saying it is on cuda:0 when Python asks (torch's own dispatch still sees the
+CPU), allocations asked for on cuda:0 made on the CPU, device 0 current with stream 0, the library's C
+calls replaced by forward and backward (ctypes functions or Python callables taking the struct), and the
+operators' CUDA kernels registered for the CPU too. The library itself is loaded (FLASHRTC_LIBRARY): its
+struct defaults are the real ones.
+"""
+from flashrtc import _attention, _library
+
+
+def install(torch, forward, backward) -> None:
+    from flashrtc import _torch_ops
+    library = _library.load()
+    cuda0 = torch.device("cuda", 0)
+    torch.Tensor.is_cuda = property(lambda self: True)
+    torch.Tensor.device = property(lambda self: cuda0)
+    torch.Tensor.get_device = lambda self: 0
+    empty = torch.empty
+
+    def cpu_empty(*args, device=None, **kwargs):
+        return empty(*args, **kwargs)
+
+    torch.empty = cpu_empty
+    real = _attention._torch_api()
+    _attention._torch_api_cache[:] = [real._replace(empty=cpu_empty, current_device=lambda: 0,
+                                                    current_raw_stream=lambda index: 0)]
+    library.forward, library.backward = forward, backward
+    torch.library.register_kernel("flashrtc::attention_forward", "cpu", _torch_ops.forward_kernel)
+    torch.library.register_kernel("flashrtc::attention_backward", "cpu", _torch_ops.backward_kernel)
