@@ -14,7 +14,7 @@ cost). flashrtc.attention imports this module (and so torch) only for a call tha
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Tuple
+from typing import Tuple
 
 import torch
 
@@ -22,9 +22,9 @@ from . import _attention, _backward
 from ._attention import CAUSAL_BY_MASK, LAYOUTS
 from ._errors import InvalidArgumentError, UnsupportedError
 
-if not hasattr(torch.library, "custom_op"):
+if not hasattr(torch.library, "register_autograd"):
     raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
-                           f"custom_op); this is torch {torch.__version__}: call it under torch.no_grad() here")
+                           f"register_autograd); this is torch {torch.__version__}: call it under torch.no_grad() here")
 Tensor = torch.Tensor
 
 
@@ -52,35 +52,35 @@ def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
 
 
 def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
-    """The forward operator's CUDA implementation (bench/host_overhead.py --stub-kernels registers it for CPU
-    stand-ins)."""
+    """The forward operator's CUDA implementation: o and lse; tile: [] or (block_m, block_n, warps, stages);
+    deterministic is for the backward (python/tests/stub_cuda.py registers it for CPU stand-ins too)."""
     return _forward_cuda(q, k, v, mask, scale, layout, tile)
 
 
 def backward_kernel(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
-    """The backward operator's CUDA implementation."""
+    """The backward operator's CUDA implementation: dq, dk, dv."""
     return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
 
 
-@torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
-def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
-                      tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
-    """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
-    return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
+# Defined and implemented with torch.library.Library rather than torch.library.custom_op: the same operators
+# (schemas, fake implementations, autograd formula through torch.library.register_autograd), without the
+# Python wrappers custom_op puts around each kernel call (bench/dispatch_floor.py measures both).
+_LIBRARY = torch.library.Library("flashrtc", "DEF")
+_LIBRARY.define("attention_forward(Tensor q, Tensor k, Tensor v, SymInt mask, float? scale, str layout, SymInt[] tile, "
+                "bool deterministic) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.define("attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, SymInt mask, "
+                "float? scale, str layout, bool deterministic) -> (Tensor, Tensor, Tensor)",
+                tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.impl("attention_forward", forward_kernel, "CUDA")
+_LIBRARY.impl("attention_backward", backward_kernel, "CUDA")
 
 
-@attention_forward.register_fake
+@torch.library.register_fake("flashrtc::attention_forward", lib=_LIBRARY)
 def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
     return forward_outputs(q, layout)
 
 
-@torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
-def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
-                       scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    return backward_kernel(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
-
-
-@attention_backward.register_fake
+@torch.library.register_fake("flashrtc::attention_backward", lib=_LIBRARY)
 def _attention_backward_fake(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
     return backward_outputs(q, k, v)
 
@@ -93,15 +93,15 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
 
 
-def _gradients(ctx, dout, _dlse, backward=None):
+def _gradients(ctx, dout, _dlse):
     q, k, v, o, lse = ctx.saved_tensors
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
-    dq, dk, dv = (backward or torch.ops.flashrtc.attention_backward.default)(dout, q, k, v, o, lse, *ctx.options)
+    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
     return dq, dk, dv, None, None, None, None, None
 
 
-attention_forward.register_autograd(_gradients, setup_context=_setup_context)
+torch.library.register_autograd("flashrtc::attention_forward", _gradients, setup_context=_setup_context, lib=_LIBRARY)
 
 
 def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
