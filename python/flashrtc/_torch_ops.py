@@ -43,23 +43,13 @@ def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, T
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
-def _forward_cuda(q, k, v, mask, scale, layout, tile):
-    return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
-
-
-def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
-    return _backward.backward_for_operator(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
-
-
 def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
     """The forward operator's CUDA implementation: o and lse; tile: [] or (block_m, block_n, warps, stages);
     deterministic is for the backward (python/tests/stub_cuda.py registers it for CPU stand-ins too)."""
-    return _forward_cuda(q, k, v, mask, scale, layout, tile)
+    return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
 
 
-def backward_kernel(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
-    """The backward operator's CUDA implementation: dq, dk, dv."""
-    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
+backward_kernel = _backward.backward_for_operator  # the backward operator's CUDA implementation: dq, dk, dv
 
 
 # Defined and implemented with torch.library.Library rather than torch.library.custom_op: the same operators
@@ -85,19 +75,29 @@ def _attention_backward_fake(dout, q, k, v, o, lse, mask, scale, layout, determi
     return backward_outputs(q, k, v)
 
 
-def _setup_context(ctx, inputs, output):
-    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+def _save(ctx, q, k, v, output, options):
+    """What the backward needs: q, k, v, o, lse, and options (mask, scale, layout, deterministic)."""
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.options = (mask, scale, layout, deterministic)
+    ctx.options = options
     ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
 
 
-def _gradients(ctx, dout, _dlse):
+def _backward_arguments(ctx, dout):
+    """(dout, q, k, v, o, lse) for the backward operator."""
     q, k, v, o, lse = ctx.saved_tensors
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
-    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
+    return dout, q, k, v, o, lse
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+    _save(ctx, q, k, v, output, (mask, scale, layout, deterministic))
+
+
+def _gradients(ctx, dout, _dlse):
+    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(*_backward_arguments(ctx, dout), *ctx.options)
     return dq, dk, dv, None, None, None, None, None
 
 
@@ -108,14 +108,14 @@ def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
     """The forward of an eager autograd call: CUDA tensors directly, others through the operator (which has
     no kernel for them unless one is registered, as python/tests/test_torch_op_cpu.py does)."""
     if q.is_cuda:
-        return _forward_cuda(q, k, v, mask, scale, layout, tile)
+        return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
     return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
 
 
 class _EagerAttention(torch.autograd.Function):
-    """The operator's autograd formula (_setup_context, _gradients) for eager calls, with the CUDA
+    """The operator's autograd formula (_save, _backward_arguments) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
-    trips cost several times a whole SDPA call of host time (README, "Autograd and torch.compile").
+    trips cost several times a whole SDPA call of host time (docs/measurements/issue10/host_cost_python.md).
     forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
     deterministic) are the backward's."""
 
@@ -126,10 +126,7 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         q, k, v, _run, options = inputs
-        o, lse = output
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.options = options
-        ctx.mark_non_differentiable(lse)
+        _save(ctx, q, k, v, output, options)
 
     @staticmethod
     def backward(ctx, dout, dlse):
@@ -139,13 +136,9 @@ class _EagerAttention(torch.autograd.Function):
 
 
 def _eager_gradients(ctx, dout, _dlse):
-    q, k, v, o, lse = ctx.saved_tensors
-    if dout.stride() != o.stride():
-        dout = torch.empty_like(o).copy_(dout)
-    if dout.is_cuda:
-        dq, dk, dv = _backward_cuda(dout, q, k, v, o, lse, *ctx.options)
-    else:
-        dq, dk, dv = torch.ops.flashrtc.attention_backward.default(dout, q, k, v, o, lse, *ctx.options)
+    """_gradients with the CUDA implementation called directly (other devices: through the operator)."""
+    backward = backward_kernel if dout.is_cuda else torch.ops.flashrtc.attention_backward.default
+    dq, dk, dv = backward(*_backward_arguments(ctx, dout), *ctx.options)
     return dq, dk, dv, None, None
 
 
