@@ -29,8 +29,9 @@ def install(torch, forward, backward) -> None:
             return empty(*args, **kwargs)
 
         torch.empty = cpu_empty
-        torch.library.register_kernel("flashrtc::attention_forward", "cpu", _torch_ops.forward_kernel)
-        torch.library.register_kernel("flashrtc::attention_backward", "cpu", _torch_ops.backward_kernel)
+        for name, kernel in (("attention_forward", _torch_ops.forward_kernel),
+                             ("attention_backward", _torch_ops.backward_kernel)):
+            _torch_ops._LIBRARY.impl(name, kernel, "CPU")  # as the CUDA kernels are registered
         _installed.append(True)
     real = _attention._torch_api()
     _attention._torch_api_cache[:] = [real._replace(empty=torch.empty, current_device=lambda: 0,
