@@ -6,8 +6,9 @@ with a signature seen before (dtypes, shapes, strides, devices, options: everyth
 struct depend on), copies that signature's struct and fills in only the pointers and the stream.
 
 Calls that autograd or torch.compile must see (a torch tensor that requires grad with grad enabled, or any call
-while compiling) go through the torch.library operators of _torch_ops instead, whose real implementation
-comes back here.
+while compiling) go through _torch_ops instead: the torch.library operators while compiling, an eager
+autograd function otherwise, whose forward comes back here (a signature seen with the lse skips the checks
+there too).
 """
 from __future__ import annotations
 
@@ -100,9 +101,8 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
             if signature is not None:
                 return signature.run(q, k, v, out)
         elif out is None:  # autograd: a signature with the lse (the backward needs it) skips the checks too
-            key = _signature_key(q, k, v, _CANONICAL_CAUSAL.get(causal), scale, True, layout, None)
-            signature = _signatures.get(key)
-            key = None
+            lse_key = _signature_key(q, k, v, _CANONICAL_CAUSAL.get(causal), scale, True, layout, None)
+            signature = _signatures.get(lse_key)
             if signature is not None:
                 return _torch_ops().eager_attention(signature, q, k, v, deterministic, return_lse)
     if _wants_grad(q, k, v):

@@ -1,6 +1,7 @@
 """flashrtc.attention_backward: argument checks and marshalling into one flashrtc_attention_backward call,
-the gradients of a forward from its saved inputs, output and lse. Autograd reaches it through the
-flashrtc::attention_backward operator (_torch_ops); it is public for callers that keep their own tape.
+the gradients of a forward from its saved inputs, output and lse. Autograd reaches it through
+backward_for_operator (the flashrtc::attention_backward operator's kernel, and eager autograd), which caches
+the prepared struct per signature as the forward does; it is public for callers that keep their own tape.
 """
 from __future__ import annotations
 
