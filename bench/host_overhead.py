@@ -8,15 +8,20 @@ drift hits both alike. Both are warmed first (flashrtc's kernel compiled or load
 
 Rows: the plain inference call (non-causal, causal); then the torch.library operator's paths: the operator
 called directly on tensors that need no grad ("operator"), the call recorded by autograd on leaves that
-require grad ("autograd fwd"), that call and its backward ("fwd + bwd", when the library has the
-backward), and a torch.compile(fullgraph=True) function of one call on tensors that need no grad
-("compiled"; measure() warms each function first, which compiles it).
+require grad ("autograd fwd"), the backward of such a call alone ("bwd": the forwards run untimed before
+each batch) and both ("fwd + bwd"; these two when the library has the backward), and a
+torch.compile(fullgraph=True) function of one call on tensors that need no grad ("compiled"; measure()
+warms each function first, which compiles it).
 
     python3 bench/host_overhead.py                   # the table and the ratios flashrtc / SDPA
     python3 bench/host_overhead.py --json            # one JSON object per row
     python3 bench/host_overhead.py --fake            # no GPU: the binding's own Python cost per call on a
                                                      # fake torch (python/tests/fake_torch.py) with the C
                                                      # call replaced by a no-op
+    python3 bench/host_overhead.py --stub-kernels    # no GPU, real torch: every row but "compiled", on CPU
+                                                     # tensors that stand in for CUDA ones, the C calls a C
+                                                     # function that returns at once (SDPA on CPU beside)
+    python3 bench/host_overhead.py --stub-kernels --profile "autograd fwd"   # where that row's time goes
 
 Exit codes: 0 measured, 1 flashrtc's output disagrees with SDPA's, 2 usage, 77 no torch or no GPU.
 flashrtc is imported from the environment, else from the checkout's python/ folder.
@@ -42,11 +47,30 @@ def import_flashrtc():
     return flashrtc
 
 
+class Batched:
+    """A row whose every call needs untimed work first (a backward needs a forward's graph): prepare(n) gives
+    n states, run(state) is the timed call."""
+
+    def __init__(self, prepare, run):
+        self.prepare, self.run = prepare, run
+
+    def __call__(self):  # one untimed call, for warming up and profiling
+        self.run(self.prepare(1)[0])
+
+
 def per_call_us(function, calls, synchronize):
     """Host microseconds per call over `calls` back-to-back calls; synchronizes after, outside the timing."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        function()
+    if isinstance(function, Batched):
+        states = function.prepare(calls)
+        synchronize()
+        run = function.run
+        start = time.perf_counter()
+        for state in states:
+            run(state)
+    else:
+        start = time.perf_counter()
+        for _ in range(calls):
+            function()
     elapsed = time.perf_counter() - start
     synchronize()
     return elapsed / calls * 1e6
@@ -67,6 +91,30 @@ def measure(rows, calls, repetitions, synchronize):
     return results
 
 
+def profile(rows, name, calls, synchronize, top=30):
+    """cProfile of `calls` flashrtc calls of one row (warmed first), the functions by their own time."""
+    import cProfile
+    import pstats
+    functions = dict(rows).get(name)
+    if functions is None:
+        raise SystemExit(f"host_overhead.py: --profile {name!r}: no such row; rows: {[n for n, _ in rows]}")
+    function = functions["flashrtc"]
+    function()
+    synchronize()
+    states = function.prepare(calls) if isinstance(function, Batched) else None
+    profiler = cProfile.Profile()
+    profiler.enable()
+    if states is None:
+        for _ in range(calls):
+            function()
+    else:
+        for state in states:
+            function.run(state)
+    profiler.disable()
+    synchronize()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
 def gpu_rows(flashrtc, torch):
     sdpa = torch.nn.functional.scaled_dot_product_attention
     q, k, v = (torch.randn(SHAPE, dtype=torch.bfloat16, device="cuda") for _ in range(3))
@@ -83,26 +131,60 @@ def gpu_rows(flashrtc, torch):
     return rows + operator_rows(flashrtc, torch, sdpa, q, k, v)
 
 
-def operator_rows(flashrtc, torch, sdpa, q, k, v):
-    """The rows of the torch.library operator's paths (module docstring)."""
+def operator_rows(flashrtc, torch, sdpa, q, k, v, compiled=True):
+    """The rows of the torch.library operator's paths (module docstring); compiled=False: on the GPU's
+    stand-ins (stub_rows), without a "compiled" row or a synchronize."""
     from flashrtc import _torch_ops  # noqa: F401  (registers the operators)
     operator = torch.ops.flashrtc.attention_forward.default
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    sdpa_leaves = [x.clone().requires_grad_() for x in (q, k, v)]
     grad = torch.randn_like(q)
     rows = [("operator", {"flashrtc": lambda: operator(q, k, v, 0, None, "bhnd", [], False),
                           "sdpa": lambda: sdpa(q, k, v)}),
-            ("autograd fwd", {"flashrtc": lambda: flashrtc.attention(*leaves), "sdpa": lambda: sdpa(*leaves)})]
+            ("autograd fwd", {"flashrtc": lambda: flashrtc.attention(*leaves),
+                              "sdpa": lambda: sdpa(*sdpa_leaves)})]
     try:
         flashrtc.attention(*leaves).backward(grad)
-        torch.cuda.synchronize()
+        if compiled:
+            torch.cuda.synchronize()
+        rows.append(("bwd", {"flashrtc": Batched(lambda n: [flashrtc.attention(*leaves) for _ in range(n)],
+                                                 lambda o: o.backward(grad)),
+                             "sdpa": Batched(lambda n: [sdpa(*sdpa_leaves) for _ in range(n)],
+                                             lambda o: o.backward(grad))}))
         rows.append(("fwd + bwd", {"flashrtc": lambda: flashrtc.attention(*leaves).backward(grad),
-                                   "sdpa": lambda: sdpa(*leaves).backward(grad)}))
+                                   "sdpa": lambda: sdpa(*sdpa_leaves).backward(grad)}))
     except flashrtc.FlashrtcError as e:
-        print(f"host_overhead.py: no fwd + bwd row: {e}", file=sys.stderr)
-    compiled_flashrtc = torch.compile(lambda: flashrtc.attention(q, k, v), fullgraph=True)
-    compiled_sdpa = torch.compile(lambda: sdpa(q, k, v), fullgraph=True)
-    rows.append(("compiled", {"flashrtc": compiled_flashrtc, "sdpa": compiled_sdpa}))
+        print(f"host_overhead.py: no bwd rows: {e}", file=sys.stderr)
+    if compiled:
+        compiled_flashrtc = torch.compile(lambda: flashrtc.attention(q, k, v), fullgraph=True)
+        compiled_sdpa = torch.compile(lambda: sdpa(q, k, v), fullgraph=True)
+        rows.append(("compiled", {"flashrtc": compiled_flashrtc, "sdpa": compiled_sdpa}))
     return rows
+
+
+def stub_rows(flashrtc, torch):
+    """gpu_rows but "compiled", without a GPU, for the Python cost of each path: python/tests/stub_cuda.py's
+    CPU stand-ins for CUDA tensors, the library's C calls a C function that returns 0 at once (the ctypes
+    call's own cost stays in). SDPA runs on the CPU: it computes, so it is a scale, not the GPU's figure."""
+    import ctypes
+    import ctypes.util
+    from flashrtc import _library
+    sys.path.insert(0, str(REPO / "python" / "tests"))
+    import stub_cuda
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+
+    def returns_zero(params):  # feclearexcept(mask): returns 0, reads no memory (the pointer's bits are a mask)
+        function = libm["feclearexcept"]
+        function.restype, function.argtypes = ctypes.c_int, [ctypes.POINTER(params)]
+        return function
+
+    stub_cuda.install(torch, returns_zero(_library.ForwardParams), returns_zero(_library.BackwardParams))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.randn(SHAPE, dtype=torch.bfloat16) for _ in range(3))
+    rows = [("non-causal", {"flashrtc": lambda: flashrtc.attention(q, k, v), "sdpa": lambda: sdpa(q, k, v)}),
+            ("causal", {"flashrtc": lambda: flashrtc.attention(q, k, v, causal=True),
+                        "sdpa": lambda: sdpa(q, k, v, is_causal=True)})]
+    return rows + operator_rows(flashrtc, torch, sdpa, q, k, v, compiled=False)
 
 
 def fake_rows(flashrtc, torch):
@@ -142,16 +224,25 @@ def main(argv=None):
     parser.add_argument("--repetitions", type=int, default=9)
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     parser.add_argument("--fake", action="store_true", help="no GPU: the binding's Python cost on a fake torch")
+    parser.add_argument("--stub-kernels", action="store_true",
+                        help="no GPU, real torch: each path's Python cost on CPU stand-ins, C calls that return at once")
+    parser.add_argument("--profile", metavar="ROW", help="cProfile flashrtc's calls of this row instead of the table")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.repetitions < 1:
         parser.error("--calls and --repetitions must be >= 1")
+    if args.fake and args.stub_kernels:
+        parser.error("--fake and --stub-kernels exclude each other")
     flashrtc = import_flashrtc()
 
     if args.fake:
         sys.path.insert(0, str(REPO / "python" / "tests"))
         import fake_torch
         with fake_torch.installed() as torch:
-            results = measure(fake_rows(flashrtc, torch), args.calls, args.repetitions, lambda: None)
+            rows = fake_rows(flashrtc, torch)
+            if args.profile:
+                profile(rows, args.profile, args.calls, lambda: None)
+                return 0
+            results = measure(rows, args.calls, args.repetitions, lambda: None)
         report(results, "fake torch (no GPU, C call a no-op)", args.calls, args.repetitions, args.json)
         return 0
     try:
@@ -159,11 +250,19 @@ def main(argv=None):
     except ImportError:
         print("host_overhead.py: torch is not installed: skipped", file=sys.stderr)
         return EXIT_SKIP
-    if not torch.cuda.is_available():
+    if args.stub_kernels:
+        rows, synchronize = stub_rows(flashrtc, torch), lambda: None
+        device = "CPU stand-ins (no GPU, C calls return at once; sdpa on the CPU)"
+    elif not torch.cuda.is_available():
         print("host_overhead.py: no CUDA device: skipped", file=sys.stderr)
         return EXIT_SKIP
-    results = measure(gpu_rows(flashrtc, torch), args.calls, args.repetitions, torch.cuda.synchronize)
-    report(results, torch.cuda.get_device_name(), args.calls, args.repetitions, args.json)
+    else:
+        rows, synchronize, device = gpu_rows(flashrtc, torch), torch.cuda.synchronize, torch.cuda.get_device_name()
+    if args.profile:
+        profile(rows, args.profile, args.calls, synchronize)
+        return 0
+    results = measure(rows, args.calls, args.repetitions, synchronize)
+    report(results, device, args.calls, args.repetitions, args.json)
     return 0
 
 

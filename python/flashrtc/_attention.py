@@ -6,8 +6,9 @@ with a signature seen before (dtypes, shapes, strides, devices, options: everyth
 struct depend on), copies that signature's struct and fills in only the pointers and the stream.
 
 Calls that autograd or torch.compile must see (a torch tensor that requires grad with grad enabled, or any call
-while compiling) go through the torch.library operators of _torch_ops instead, whose real implementation
-comes back here.
+while compiling) go through _torch_ops instead: the torch.library operators while compiling, an eager
+autograd function otherwise, whose forward comes back here (a signature seen with the lse skips the checks
+there too).
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ _LAYOUT_TEXT = {"bhnd": "[B, H, N, d]", "bnhd": "[B, N, H, d]"}
 CAUSAL_BY_MASK = {_library.MASK_NONE: False, _library.MASK_CAUSAL_TOP_LEFT: "top-left",
                   _library.MASK_CAUSAL_BOTTOM_RIGHT: "bottom-right"}
 _CAUSAL = {**{causal: mask for mask, causal in CAUSAL_BY_MASK.items()}, True: _library.MASK_CAUSAL_TOP_LEFT}
+# Each valid causal value's canonical one: the operators' signatures are cached under it (True: "top-left").
+_CANONICAL_CAUSAL = {causal: CAUSAL_BY_MASK[mask] for causal, mask in _CAUSAL.items()}
 _TILE_FIELDS = ("block_m", "block_n", "warps", "stages")
 _FLOAT32_MAX = 3.4028234663852886e38
 # Option types whose equal values mean the same call (True == 1 == 1.0 as dict keys: a float causal or a
@@ -34,7 +37,7 @@ _FLOAT32_MAX = 3.4028234663852886e38
 _CAUSAL_KEY_TYPES = (bool, int, str)
 _SCALE_KEY_TYPES = (type(None), float, int)
 _FLAG_TYPES = (type(None), bool)  # enable_gqa, deterministic: None (the default) or a bool
-_MAX_SIGNATURES = 1024  # a bound on the cache for callers with ever-changing shapes
+MAX_SIGNATURES = 1024  # a bound on each signature cache, for callers with ever-changing shapes
 
 
 def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = None,
@@ -85,18 +88,23 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
             causal = False
     else:
         causal = merge_causal(causal, is_causal)
+    key = None
     if (lse_out is None and stream is None and config is None and _torch_types.get(type(q))
             and type(k) is type(q) and type(v) is type(q) and q.is_cuda and k.is_cuda and v.is_cuda
             and (out is None or type(out) is type(q) and out.is_cuda) and type(causal) in _CAUSAL_KEY_TYPES
             and type(scale) in _SCALE_KEY_TYPES and type(layout) is str and enable_gqa is not False
             and type(enable_gqa) in _FLAG_TYPES and type(deterministic) in _FLAG_TYPES):
-        key = _signature_key(q, k, v, causal, scale, return_lse, layout, out)
-        signature = _signatures.get(key)
-        if signature is not None and not (signature.torch.is_grad_enabled()
-                                          and (q.requires_grad or k.requires_grad or v.requires_grad)):
-            return signature.run(q, k, v, out)
-    else:
-        key = None
+        torch = _torch_api_cache[0] if _torch_api_cache else _torch_api()
+        if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+            key = _signature_key(q, k, v, causal, scale, return_lse, layout, out)
+            signature = _signatures.get(key)
+            if signature is not None:
+                return signature.run(q, k, v, out)
+        elif out is None:  # autograd: a signature with the lse (the backward needs it) skips the checks too
+            lse_key = _signature_key(q, k, v, _CANONICAL_CAUSAL.get(causal), scale, True, layout, None)
+            signature = _signatures.get(lse_key)
+            if signature is not None:
+                return _torch_ops().eager_attention(signature, q, k, v, deterministic, return_lse)
     if _wants_grad(q, k, v):
         return _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
                                  stream, deterministic, traced=False)
@@ -128,9 +136,10 @@ def _launch_and_remember(key, q, k, v, **options):
     call = prepare(q, k, v, **options)
     launch(call)
     if key is not None:
-        if len(_signatures) >= _MAX_SIGNATURES:
+        if len(_signatures) >= MAX_SIGNATURES:
             _signatures.clear()
-        _signatures[key] = _Signature(call, bool(return_lse))
+        checked = (_mask(options["causal"]), _scale(options["scale"]), options["layout"])  # valid by now
+        _signatures[key] = _Signature(call, bool(return_lse), checked)
     return (call.out, call.lse) if return_lse else call.out
 
 
@@ -157,9 +166,20 @@ def _wants_grad(q, k, v) -> bool:
 
 def _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out, stream,
                       deterministic, traced):
-    from . import _torch_ops  # imports torch and registers the operators; a plain import while compiling
-    return _torch_ops.attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
-                                stream, deterministic, traced)
+    return _torch_ops().attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
+                                  stream, deterministic, traced)
+
+
+_torch_ops_module: list = []
+
+
+def _torch_ops():
+    """The module of the torch.library operators: imported at its first use (it imports torch and registers
+    them; a plain import while compiling)."""
+    if not _torch_ops_module:
+        from . import _torch_ops as module
+        _torch_ops_module.append(module)
+    return _torch_ops_module[0]
 
 
 def merge_causal(causal, is_causal):
@@ -297,11 +317,11 @@ class _Signature:
     """A prepared torch call for one signature: a repeated call copies its struct and fills in the pointers
     of its tensors (out's too, when given), of outputs allocated as the first call allocated them
     (empty_like(q) depends only on q's signature, so the strides in the struct stay right), and the current
-    stream."""
+    stream. checked: (mask, scale, layout), the call's options as the operators take them."""
     __slots__ = ("template", "copy", "torch", "library", "forward", "device", "lse_shape", "lse_device",
-                 "return_lse")
+                 "return_lse", "checked")
 
-    def __init__(self, call: Call, return_lse: bool):
+    def __init__(self, call: Call, return_lse: bool, checked: tuple):
         library = _library.load()
         self.template = call.params
         self.copy = type(call.params).from_buffer_copy
@@ -312,6 +332,7 @@ class _Signature:
         self.lse_shape = tuple(call.lse.shape) if call.lse is not None else None
         self.lse_device = call.lse.device if call.lse is not None else None
         self.return_lse = return_lse
+        self.checked = checked
 
     def run(self, q, k, v, out):
         torch = self.torch
@@ -336,13 +357,19 @@ class _Signature:
             _checked(self.library, status)
         return (o, lse) if self.return_lse else o
 
+    def forward_with_lse(self, q, k, v):
+        """(o, lse) of a signature with the lse, for autograd's forward."""
+        return self.run(q, k, v, None)
+
 
 _signatures: dict = {}
 
 
 def reset_caches() -> None:
-    """Forgets the signatures and the torch lookups (for tests that swap torch)."""
+    """Forgets the signatures, the backward's too, and the torch lookups (for tests that swap torch)."""
+    from . import _backward
     _signatures.clear()
+    _backward._signatures.clear()
     _torch_api_cache.clear()
 
 

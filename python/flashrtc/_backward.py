@@ -1,6 +1,7 @@
 """flashrtc.attention_backward: argument checks and marshalling into one flashrtc_attention_backward call,
-the gradients of a forward from its saved inputs, output and lse. Autograd reaches it through the
-flashrtc::attention_backward operator (_torch_ops); it is public for callers that keep their own tape.
+the gradients of a forward from its saved inputs, output and lse. Autograd reaches it through
+backward_for_operator (the flashrtc::attention_backward operator's kernel, and eager autograd), which caches
+the prepared struct per signature as the forward does; it is public for callers that keep their own tape.
 """
 from __future__ import annotations
 
@@ -107,6 +108,74 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     p.stream = handle or None
     p.block_m, p.block_n, p.warps, p.stages = tile
     return BackwardCall(p, tuple(gradients), tuple(views.values()), views["q"].device if torch_mode else None)
+
+
+def backward_for_operator(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
+    """(dq, dk, dv) of CUDA torch tensors for the backward operator's real implementation and eager
+    autograd, allocated with torch.empty_like: a signature seen before (every tensor's shape, strides, dtype
+    and device, and the options) fills its struct's pointers and stream; any other goes through
+    attention_backward()'s checks."""
+    key = (dout.shape, dout.stride(), dout.dtype, dout.get_device(), q.shape, q.stride(), q.dtype, q.get_device(),
+           k.shape, k.stride(), k.dtype, k.get_device(), v.shape, v.stride(), v.dtype, v.get_device(),
+           o.shape, o.stride(), o.dtype, o.get_device(), lse.shape, lse.stride(), lse.dtype, lse.get_device(),
+           mask, scale, layout, deterministic)
+    signature = _signatures.get(key)
+    if signature is not None:
+        return signature.run(dout, q, k, v, o, lse)
+    torch = _attention._torch_api()
+    gradients = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    call = prepare_backward(dout, q, k, v, o, lse, causal=_attention.CAUSAL_BY_MASK[mask], scale=scale,
+                            layout=layout, deterministic=deterministic, dq=gradients[0], dk=gradients[1],
+                            dv=gradients[2])
+    launch_backward(call)
+    if len(_signatures) >= _attention.MAX_SIGNATURES:
+        _signatures.clear()
+    _signatures[key] = _Signature(call)
+    return gradients
+
+
+class _Signature:
+    """A prepared backward for one signature, as _attention._Signature is for the forward: a repeated call
+    copies the struct and fills in the pointers (gradients allocated with empty_like, as the first call's
+    were) and the current stream."""
+    __slots__ = ("template", "copy", "torch", "library", "backward", "device")
+
+    def __init__(self, call: BackwardCall):
+        library = _library.load()
+        self.template = call.params
+        self.copy = type(call.params).from_buffer_copy
+        self.torch = _attention._torch_api()
+        self.library = library
+        self.backward = library.backward
+        self.device = call.torch_device
+
+    def run(self, dout, q, k, v, o, lse):
+        torch = self.torch
+        empty_like = torch.empty_like
+        dq, dk, dv = empty_like(q), empty_like(k), empty_like(v)
+        p = self.copy(self.template)
+        p.q.data = q.data_ptr()
+        p.k.data = k.data_ptr()
+        p.v.data = v.data_ptr()
+        p.o.data = o.data_ptr()
+        p.d_o.data = dout.data_ptr()
+        p.lse = lse.data_ptr()
+        p.d_q.data = dq.data_ptr()
+        p.d_k.data = dk.data_ptr()
+        p.d_v.data = dv.data_ptr()
+        device = self.device
+        p.stream = torch.current_raw_stream(device)
+        if torch.current_device() != device:
+            with torch.device_guard(device):
+                status = self.backward(p)
+        else:
+            status = self.backward(p)
+        if status != 0:
+            _attention._checked(self.library, status)
+        return dq, dk, dv
+
+
+_signatures: dict = {}
 
 
 def launch_backward(call: BackwardCall) -> None:

@@ -13,7 +13,8 @@ cost). flashrtc.attention imports this module (and so torch) only for a call tha
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import functools
+from typing import Tuple
 
 import torch
 
@@ -21,9 +22,9 @@ from . import _attention, _backward
 from ._attention import CAUSAL_BY_MASK, LAYOUTS
 from ._errors import InvalidArgumentError, UnsupportedError
 
-if not hasattr(torch.library, "custom_op"):
+if not hasattr(torch.library, "register_autograd"):
     raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
-                           f"custom_op); this is torch {torch.__version__}: call it under torch.no_grad() here")
+                           f"register_autograd); this is torch {torch.__version__}: call it under torch.no_grad() here")
 Tensor = torch.Tensor
 
 
@@ -42,78 +43,133 @@ def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, T
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
-def _forward_cuda(q, k, v, mask, scale, layout, tile):
+def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
+    """The forward operator's CUDA implementation: o and lse; tile: [] or (block_m, block_n, warps, stages);
+    deterministic is for the backward (python/tests/stub_cuda.py registers it for CPU stand-ins too)."""
     return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
 
 
-def _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
-    dq, dk, dv = backward_outputs(q, k, v)
-    _backward.attention_backward(dout, q, k, v, o, lse, causal=CAUSAL_BY_MASK[mask], scale=scale, layout=layout,
-                                 deterministic=deterministic, dq=dq, dk=dk, dv=dv)
-    return dq, dk, dv
+backward_kernel = _backward.backward_for_operator  # the backward operator's CUDA implementation: dq, dk, dv
 
 
-@torch.library.custom_op("flashrtc::attention_forward", mutates_args=(), device_types="cuda")
-def attention_forward(q: Tensor, k: Tensor, v: Tensor, mask: int, scale: Optional[float], layout: str,
-                      tile: List[int], deterministic: bool) -> Tuple[Tensor, Tensor]:
-    """o and lse; tile: [] or (block_m, block_n, warps, stages); deterministic is for the backward."""
-    return _forward_cuda(q, k, v, mask, scale, layout, tile)
+# Defined and implemented with torch.library.Library rather than torch.library.custom_op: the same operators
+# (schemas, fake implementations, autograd formula through torch.library.register_autograd), without the
+# Python wrappers custom_op puts around each kernel call (bench/dispatch_floor.py measures both).
+_LIBRARY = torch.library.Library("flashrtc", "DEF")
+_LIBRARY.define("attention_forward(Tensor q, Tensor k, Tensor v, SymInt mask, float? scale, str layout, SymInt[] tile, "
+                "bool deterministic) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.define("attention_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, SymInt mask, "
+                "float? scale, str layout, bool deterministic) -> (Tensor, Tensor, Tensor)",
+                tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.impl("attention_forward", forward_kernel, "CUDA")
+_LIBRARY.impl("attention_backward", backward_kernel, "CUDA")
 
 
-@attention_forward.register_fake
+@torch.library.register_fake("flashrtc::attention_forward", lib=_LIBRARY)
 def _attention_forward_fake(q, k, v, mask, scale, layout, tile, deterministic):
     return forward_outputs(q, layout)
 
 
-@torch.library.custom_op("flashrtc::attention_backward", mutates_args=(), device_types="cuda")
-def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, mask: int,
-                       scale: Optional[float], layout: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    return _backward_cuda(dout, q, k, v, o, lse, mask, scale, layout, deterministic)
-
-
-@attention_backward.register_fake
+@torch.library.register_fake("flashrtc::attention_backward", lib=_LIBRARY)
 def _attention_backward_fake(dout, q, k, v, o, lse, mask, scale, layout, deterministic):
     return backward_outputs(q, k, v)
 
 
-def _setup_context(ctx, inputs, output):
-    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+def _save(ctx, q, k, v, output, options):
+    """What the backward needs: q, k, v, o, lse, and options (mask, scale, layout, deterministic)."""
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.options = (mask, scale, layout, deterministic)
+    ctx.options = options
     ctx.mark_non_differentiable(lse)  # its gradient would need a term the kernels do not compute
 
 
-def _gradients(ctx, dout, _dlse, backward=None):
+def _backward_arguments(ctx, dout):
+    """(dout, q, k, v, o, lse) for the backward operator."""
     q, k, v, o, lse = ctx.saved_tensors
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
-    dq, dk, dv = (backward or torch.ops.flashrtc.attention_backward.default)(dout, q, k, v, o, lse, *ctx.options)
+    return dout, q, k, v, o, lse
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, mask, scale, layout, _tile, deterministic = inputs
+    _save(ctx, q, k, v, output, (mask, scale, layout, deterministic))
+
+
+def _gradients(ctx, dout, _dlse):
+    dq, dk, dv = torch.ops.flashrtc.attention_backward.default(*_backward_arguments(ctx, dout), *ctx.options)
     return dq, dk, dv, None, None, None, None, None
 
 
-attention_forward.register_autograd(_gradients, setup_context=_setup_context)
+torch.library.register_autograd("flashrtc::attention_forward", _gradients, setup_context=_setup_context, lib=_LIBRARY)
+
+
+def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
+    """The forward of an eager autograd call: CUDA tensors directly, others through the operator (which has
+    no kernel for them unless one is registered, as python/tests/test_torch_op_cpu.py does)."""
+    if q.is_cuda:
+        return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
+    return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
 
 
 class _EagerAttention(torch.autograd.Function):
-    """The operator's autograd formula (_setup_context, _gradients) for eager calls, with the CUDA
+    """The operator's autograd formula (_save, _backward_arguments) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
-    trips cost several times a whole SDPA call of host time (README, "Autograd and torch.compile").
-    Tensors on another device go through the operators (which have no kernel for them unless one is
-    registered, as python/tests/test_torch_op_cpu.py does)."""
+    trips cost several times a whole SDPA call of host time (docs/measurements/issue10/host_cost_python.md).
+    forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
+    deterministic) are the backward's."""
 
     @staticmethod
-    def forward(q, k, v, mask, scale, layout, tile, deterministic):
-        if q.is_cuda:
-            return _forward_cuda(q, k, v, mask, scale, layout, tile)
-        return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
-
-    setup_context = staticmethod(_setup_context)
+    def forward(q, k, v, run, options):
+        return run(q, k, v)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable  # the kernels' gradients are not recorded: no double backward
+    def setup_context(ctx, inputs, output):
+        q, k, v, _run, options = inputs
+        _save(ctx, q, k, v, output, options)
+
+    @staticmethod
     def backward(ctx, dout, dlse):
-        return _gradients(ctx, dout, dlse, _backward_cuda if dout.is_cuda else None)
+        if torch.is_grad_enabled():  # create_graph=True: once_differentiable refuses a double backward
+            return _once_differentiable_backward(ctx, dout, dlse)
+        return _eager_gradients(ctx, dout, dlse)  # the engine runs it under no_grad, as once_differentiable would
+
+
+def _eager_gradients(ctx, dout, _dlse):
+    """_gradients with the CUDA implementation called directly (other devices: through the operator)."""
+    backward = backward_kernel if dout.is_cuda else torch.ops.flashrtc.attention_backward.default
+    dq, dk, dv = backward(*_backward_arguments(ctx, dout), *ctx.options)
+    return dq, dk, dv, None, None
+
+
+# The kernels' gradients are not recorded: no double backward.
+_once_differentiable_backward = torch.autograd.function.once_differentiable(_eager_gradients)
+
+# Function.apply's Python wrapper binds the arguments to forward's signature with inspect on every call (for
+# setup_context), several microseconds; the C++ apply under it takes positional arguments as they are. The
+# wrapper's one other step, outside functorch transforms, unwraps tensors left over from a finished transform.
+_apply_base = getattr(getattr(torch._C, "_FunctionBase", None), "__dict__", {}).get("apply")
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_apply_direct = (_apply_base.__get__(None, _EagerAttention)
+                 if None not in (_apply_base, _unwrap_if_dead, _transforms_active) else None)
+_are_deterministic = torch.are_deterministic_algorithms_enabled
+
+
+def _apply_eager(q, k, v, run, options):
+    if _apply_direct is None or _transforms_active():
+        return _EagerAttention.apply(q, k, v, run, options)
+    return _apply_direct(_unwrap_if_dead(q), _unwrap_if_dead(k), _unwrap_if_dead(v), run, options)
+
+
+def eager_attention(signature, q, k, v, deterministic, return_lse):
+    """An eager autograd call of CUDA tensors whose signature flashrtc.attention has seen with the lse, so its
+    checks have passed: straight to the autograd function with the signature's prepared launch."""
+    mask, scale, layout = signature.checked
+    if deterministic is None:
+        deterministic = _are_deterministic()
+    o, lse = _apply_eager(q, k, v, signature.forward_with_lse, (mask, scale, layout, deterministic))
+    return (o, lse) if return_lse else o
 
 
 # Dynamo records this call as it is instead of tracing into it, and runs it on fake tensors for its
@@ -143,6 +199,10 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
     _attention.check_flag(deterministic, "deterministic")
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
-    args = (q, k, v, mask, scale, layout, tile, deterministic)
-    o, lse = torch.ops.flashrtc.attention_forward.default(*args) if traced else _EagerAttention.apply(*args)
+    if traced:
+        o, lse = torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
+    else:
+        run = functools.partial(_forward_any, mask=mask, scale=scale, layout=layout, tile=tile,
+                                deterministic=deterministic)
+        o, lse = _apply_eager(q, k, v, run, (mask, scale, layout, deterministic))
     return (o, lse) if return_lse else o

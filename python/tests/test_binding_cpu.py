@@ -755,6 +755,63 @@ class TorchSignatureCache(unittest.TestCase):
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+class BackwardSignatureCache(unittest.TestCase):
+    """The autograd paths' backward (backward_for_operator) on fake_torch.py tensors: a repeated signature
+    launches what prepare_backward() builds for it, with this call's pointers and stream; a changed one is
+    checked again, and a mismatch is refused every time."""
+
+    def setUp(self):
+        self.library = _library.load()
+        self.structs = []
+        self.saved_backward = self.library.backward
+        self.library.backward = lambda p: self.structs.append(bytes(p)) or 0
+        self.installed = fake_torch.installed()
+        self.torch = self.installed.__enter__()
+
+    def tearDown(self):
+        self.library.backward = self.saved_backward
+        self.installed.__exit__(None, None, None)
+
+    def args(self, hq=4, hkv=2, n=5, dtype="bfloat16", dout_strides=None):
+        torch = self.torch
+        q, o = torch.tensor_bhnd((1, hq, n, 64), dtype), torch.tensor_bhnd((1, hq, n, 64), dtype)
+        k, v = torch.tensor_bhnd((1, hkv, n, 64), dtype), torch.tensor_bhnd((1, hkv, n, 64), dtype)
+        dout = torch.tensor_bhnd((1, hq, n, 64), dtype, strides=dout_strides)
+        return dout, q, k, v, o, torch.tensor_bhnd((1, hq, n), "float32")
+
+    def test_a_repeated_signature_launches_what_the_checks_build(self):
+        variants = [dict(), dict(n=6), dict(hkv=4), dict(dtype="float16"),
+                    dict(dout_strides=(4 * 5 * 64, 64, 4 * 64, 1))]  # [B, N, H, d] memory
+        options = [(0, None, "bhnd", False), (1, 0.5, "bhnd", True), (2, -2.0, "bhnd", False)]
+        for variant in variants:
+            for option in options:
+                for repeat in range(2):
+                    self.torch.state["streams"][0] = 0xA00 + repeat
+                    args = self.args(**variant)
+                    grads = _backward.backward_for_operator(*args, *option)
+                    mask, scale, layout, deterministic = option
+                    expected = _backward.prepare_backward(*args, causal=_attention.CAUSAL_BY_MASK[mask], scale=scale,
+                                                          layout=layout, deterministic=deterministic, dq=grads[0],
+                                                          dk=grads[1], dv=grads[2])
+                    with self.subTest(variant=variant, option=option, repeat=repeat):
+                        self.assertEqual(self.structs[-1], bytes(expected.params))
+                        self.assertEqual([g.shape for g in grads], [x.shape for x in args[1:4]])
+        self.assertEqual(len(_backward._signatures), len(variants) * len(options))
+
+    def test_a_mismatch_is_refused_each_time(self):
+        dout, q, k, v, o, lse = self.args()
+        _backward.backward_for_operator(dout, q, k, v, o, lse, 1, None, "bhnd", False)
+        wrong_lse = self.torch.tensor_bhnd((1, 4, 4), "float32")
+        wrong_dout = self.torch.tensor_bhnd((1, 4, 5, 64), "float16")
+        for _ in range(2):
+            with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "lse has shape"):
+                _backward.backward_for_operator(dout, q, k, v, o, wrong_lse, 1, None, "bhnd", False)
+            with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "dout has dtype float16"):
+                _backward.backward_for_operator(wrong_dout, q, k, v, o, lse, 1, None, "bhnd", False)
+        self.assertEqual(len(self.structs), 1)
+
+
+@unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
 class HostOverheadBench(unittest.TestCase):
     def test_the_fake_mode_runs_without_a_gpu(self):  # bench/host_overhead.py --fake, as the README says
         script = PYTHON_DIR.parent / "bench" / "host_overhead.py"

@@ -124,6 +124,21 @@ class Schemas(unittest.TestCase):
 
 
 @unittest.skipIf(skip_reason(), skip_reason() or "")
+class OpCheck(unittest.TestCase):
+    """torch.library.opcheck on the CPU reference kernels: schema, fake implementation against the kernels'
+    outputs, autograd registration, AOT dispatch (test_autograd_gpu.py runs it on the CUDA kernels)."""
+
+    def test_forward_and_backward(self):
+        q, k, v = leaves((1, 4, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8))
+        for query in (q, q.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()):
+            torch.library.opcheck(torch.ops.flashrtc.attention_forward.default, (query, k, v, 1, 0.5, "bhnd", [], True))
+        o, lse = flashrtc.attention(q, k, v, causal=True, return_lse=True)
+        torch.library.opcheck(torch.ops.flashrtc.attention_backward.default,
+                              (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o.detach(), lse, 1, None,
+                               "bhnd", True))
+
+
+@unittest.skipIf(skip_reason(), skip_reason() or "")
 class FakeImplementations(unittest.TestCase):
     """Under FakeTensorMode (what torch.compile traces with) and on the meta device: o as torch.empty_like(q)
     (q's strides when q is dense, so a transposed view keeps its layout), lse float32 [B, Hq, Nq]
