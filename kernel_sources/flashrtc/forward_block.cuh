@@ -20,8 +20,9 @@ struct ForwardBlock {
   // Work tile `tile` of p.num_blocks.
   __device__ __forceinline__ ForwardBlock(const kernel::ForwardParams& p, int tile) {
     constexpr bool kCausal = kMask != kernel::Mask::kNone;
-    const int m_linear = tile % p.num_m_blocks;
-    const int bh = tile / p.num_m_blocks;
+    // Unsigned, as blockIdx.x is: cheaper than signed division, and the registers of the kernels at the margin.
+    const int m_linear = static_cast<unsigned>(tile) % p.num_m_blocks;
+    const int bh = static_cast<unsigned>(tile) / p.num_m_blocks;
     head = bh % p.heads_q;
     batch = bh / p.heads_q;
     // Under a causal mask later query blocks see more keys: start them first so the tail of the grid is short.

@@ -23,9 +23,10 @@ struct ForwardParams {
   int heads_q;
   int kv_group;      // heads_q / heads_kv
   int num_m_blocks;  // ceil(seqlen_q / block_m)
-  int num_blocks;    // batch * heads_q * num_m_blocks work tiles: tile t = (batch * heads_q + head) *
-                     // num_m_blocks + m, one per thread block or strided over a persistent grid
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
+  // batch * heads_q * num_m_blocks work tiles: tile t = (batch * heads_q + head) * num_m_blocks + m, one per
+  // thread block or strided over a persistent grid.
+  int num_blocks;
 };
 
 }  // namespace kernel

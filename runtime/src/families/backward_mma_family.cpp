@@ -26,12 +26,19 @@ KernelFamily describe() {
   f.template_args =
       forward_block_template_args();  // the same list: <T, d, block_m, block_n, warps, stages, mask>
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {1, 2, 4, 8}, {1, 2}};
-  // Not yet timed on a GPU: chosen by the register budget (dK, dV, S^T and dP^T accumulators per thread,
-  // MmaBackwardShape::accumulator_floats) and shared memory. Every default compiles without spills for sm_80
-  // and sm_90a (tests/cpu checks it).
+  // Chosen by the register budget (dK, dV, S^T and dP^T accumulators per thread,
+  // MmaBackwardShape::accumulator_floats) and shared memory, then `flashrtc tune --op bwd --space full` on an
+  // H200 (bf16, B=2, H=16, N=4096; docs/PERFORMANCE.md) where it was run. Every default compiles without
+  // spills and within kDefaultMaxRegisters (tests/cpu checks it).
   f.defaults = {
-      {64, {{{64, 64, 4, 2}}}, "d<=64: 128 accumulators; untimed"},
-      {128, {{{32, 64, 4, 2}}}, "d<=128: 160 accumulators (64 query rows would be 192); untimed"},
+      {64,
+       {{{64, 128, 8, 2}, 0, 0, 90, 90}, {{64, 64, 4, 2}}},
+       "d<=64: sm_90 166 TFLOP/s (causal 132) against 64x64's 155 (131); 128x128 ran 175 (135) but spills; "
+       "elsewhere 64x64 (128 accumulators), untimed"},
+      {128,
+       {{{32, 64, 4, 2}}},
+       "d<=128: sm_90 165 TFLOP/s (causal 147); 64x64 and 64x128 ran 189-190 (154-155) with 254-255 "
+       "registers, over the margin"},
       {256,
        {{{32, 64, 8, 2}}},
        "d<=256: two warps per 16 keys split the head dim (160 accumulators), 138 KB of shared memory; "
