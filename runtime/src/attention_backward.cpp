@@ -58,9 +58,8 @@ void validate_backward(const BackwardParams& p) {
   for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
     const std::optional<TileConfig>& tile = *explicit_tile(p, op);
     if (!tile) continue;
-    const KernelFamily& family = portable_family(op, p.dtype, static_cast<int>(p.head_dim));
     const std::string reason =
-        family.check_config(p.dtype, static_cast<int>(p.head_dim), *tile, kSmemBytesSm90);
+        check_config_any_family(op, p.dtype, static_cast<int>(p.head_dim), *tile, kSmemBytesSm90);
     if (!reason.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(op == Operation::kBackward ? "config: " : "dq_config: ") + reason);

@@ -29,4 +29,13 @@ unsigned forward_call_traits(const ForwardParams& p) {
   return tma ? kCallTmaStrides : 0u;
 }
 
+unsigned backward_call_traits(const BackwardParams& p) {
+  const std::size_t bytes = dtype_size(p.dtype);
+  const bool tma = tma_describable(p.q, p.seqlen_q, p.heads_q, p.batch, bytes) &&
+                   tma_describable(p.k, p.seqlen_kv, p.heads_kv, p.batch, bytes) &&
+                   tma_describable(p.v, p.seqlen_kv, p.heads_kv, p.batch, bytes) &&
+                   tma_describable(p.d_o, p.seqlen_q, p.heads_q, p.batch, bytes);
+  return tma ? kCallTmaStrides : 0u;
+}
+
 }  // namespace flashrtc::detail

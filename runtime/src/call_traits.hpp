@@ -1,9 +1,12 @@
 #pragma once
 // The CallTrait bits of a call's tensors (kernel_family.hpp): computed on every call, so a few comparisons.
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_backward.hpp"
 
 namespace flashrtc::detail {
 
 unsigned forward_call_traits(const ForwardParams& p);
+// The tensors the backward kernels read through TMA maps: q, k, v and d_o.
+unsigned backward_call_traits(const BackwardParams& p);
 
 }  // namespace flashrtc::detail

@@ -166,7 +166,8 @@ ConfigQuery config_query(const ForwardParams& p) {
 }
 
 ConfigQuery config_query(const BackwardParams& p, Operation op) {
-  ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op};
+  ConfigQuery q{p.dtype, static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, std::nullopt, op,
+                detail::backward_call_traits(p)};
   if (const std::optional<TileConfig>* tile = explicit_tile(p, op)) q.explicit_config = *tile;
   return q;
 }
