@@ -26,11 +26,13 @@ __device__ __forceinline__ void load_rows_async(unsigned dst, const T* src, long
 
 // lse * log2(e) and D of query rows [row0, row0 + kRows) into lse_log2[] and d[]. Rows past seqlen_q, and
 // rows that saw no key in the forward (lse = -inf), get lse_log2 = +inf: their P = exp2(s - lse_log2) is 0.
+// Thread `thread` of `threads` takes rows thread, thread + threads, ...
 template <int kRows, int kThreads>
 __device__ __forceinline__ void load_row_stats(float* lse_log2, float* d, const float* lse_row,
-                                               const float* d_row, long long row0, int seqlen_q) {
+                                               const float* d_row, long long row0, int seqlen_q,
+                                               int thread = threadIdx.x) {
   constexpr float kLog2e = 1.4426950408889634f;
-  for (int r = threadIdx.x; r < kRows; r += kThreads) {
+  for (int r = thread; r < kRows; r += kThreads) {
     const long long row = row0 + r;
     float l = -negative_infinity();
     float dd = 0.f;

@@ -1,5 +1,6 @@
 // Every default specialization of the backward's kernel families compiles under NVRTC (no GPU needed) for
-// sm_80 and sm_90a, with a ptxas resource report, no spills and a shared-memory plan that fits sm_80.
+// sm_80 and sm_90a (each family for the archs it runs on), with a ptxas resource report, no spills and a
+// shared-memory plan that fits its archs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -55,8 +56,23 @@ TEST_CASE("every backward family is in the table, one per operation and dtype gr
         const KernelFamily& family = portable_family(op, dtype, head_dim);
         CHECK(family.operation == op);
         CHECK(family.serves_dtype(dtype));
-        CHECK(select_kernel_family(op, dtype, head_dim, "sm_90a").family == &family);
+        CHECK(select_kernel_family(op, dtype, head_dim, "sm_80").family == &family);
+        // On sm_90a a Hopper family may rank above the portable one for the head dims it serves.
+        const KernelFamily* hopper = select_kernel_family(op, dtype, head_dim, "sm_90a").family;
+        REQUIRE(hopper != nullptr);
+        CHECK(hopper->operation == op);
+        if (hopper != &family) {
+          CHECK(hopper->priority > family.priority);
+          CHECK(hopper->needs_arch_specific);
+          CHECK(hopper->serves_head_dim(head_dim));
+        }
       }
+  for (int head_dim : {64, 96, 128})
+    CHECK(select_kernel_family(Operation::kBackward, DType::kBFloat16, head_dim, "sm_90a").family->name ==
+          "bwd-wgmma");
+  for (int head_dim : {32, 256})
+    CHECK(select_kernel_family(Operation::kBackward, DType::kBFloat16, head_dim, "sm_90a").family->name ==
+          "bwd-mma");
   CHECK(portable_family(Operation::kBackward, DType::kBFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackward, DType::kFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackwardDq, DType::kBFloat16).name == "bwd-dq-mma");
@@ -92,7 +108,9 @@ TEST_CASE("every default backward specialization compiles for sm_80 and sm_90a w
       for (int head_dim : kHeadDims)
         for (MaskKind mask : kMasks) {
           if (mask != MaskKind::kNone && !has_mask_argument(*family)) continue;
+          if (!family->serves_head_dim(head_dim)) continue;
           for (const char* arch : kArchs) {
+            if (!family->arch_mismatch(arch).empty()) continue;
             const std::size_t smem = std::string(arch) == "sm_80" ? kSmemBytesSm80 : kSmemBytesSm90;
             for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem)) {
               Job job;
@@ -123,7 +141,9 @@ TEST_CASE("every default backward specialization compiles for sm_80 and sm_90a w
     const KernelFamily& family = *job.spec.family;
     INFO(family.name << " " << to_string(job.spec.dtype) << " d=" << job.spec.head_dim << " "
                      << to_string(job.spec.mask) << " " << to_string(job.spec.tile) << " " << job.arch);
-    CHECK(family.check_config(job.spec.dtype, job.spec.head_dim, job.spec.tile, kSmemBytesSm80) == "");
+    // Tiles of the Hopper families may use more shared memory than sm_80 has.
+    const std::size_t smem = family.min_cc >= 90 ? kSmemBytesSm90 : kSmemBytesSm80;
+    CHECK(family.check_config(job.spec.dtype, job.spec.head_dim, job.spec.tile, smem) == "");
     CHECK(job.error == "");
     if (!job.info) continue;
     const CompiledKernelInfo& info = *job.info;

@@ -1,0 +1,297 @@
+#pragma once
+// Backward attention's main kernel for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: dK and dV by
+// TMA, wgmma and warp specialization. dQ comes from the separate pass (Operation::kBackwardDq).
+//
+// One thread block owns block_n keys of one (batch, kv head), 64 per consumer warp group, and visits every
+// (query head of the kv head's group, query block) pair that sees any of its keys, in the order of the mma
+// kernel (attention_backward_mma.cuh). Warp group 0 produces: one thread loads K and V once, then Q and dO
+// of each pair by TMA into a ring of `stages` buffers; another warp copies the pair's lse (log2 domain) and
+// D into the stage, arriving on the same "full" barrier. Each consumer warp group, for its 64 keys:
+//   S^T  = K Q^T      wgmma, K and Q from shared memory (both K-major);
+//   dP^T = V dO^T     wgmma, likewise, committed with S^T;
+//   P^T  = exp2(S^T * scale * log2(e) - lse * log2(e)), masked as the forward;  dS^T = P^T (dP^T - D);
+//   dV  += P^T dO     wgmma with P^T from registers (S^T's accumulators packed to 16 bits are A fragments)
+//                     and dO, row-major in shared memory, read transposed (the MN-major B operand);
+//   dK  += dS^T Q     likewise.
+// dK and dV stay in registers across the whole group, so the sum over its query heads needs no atomics; each
+// consumer warp arrives on the stage's "empty" barrier once its products have read Q and dO.
+#include "flashrtc/backward_params.cuh"
+#include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/element_types.cuh"
+#include "flashrtc/mask.cuh"
+#include "flashrtc/mma.cuh"
+#include "flashrtc/online_softmax.cuh"
+#include "flashrtc/sm90_async.cuh"
+#include "flashrtc/wgmma.cuh"
+#include "flashrtc/wgmma_backward_shape.cuh"
+
+namespace flashrtc {
+
+// The block's keys and the (query head, query block) pairs that see any of them: query heads of the kv head's
+// group outer, query blocks inner. Each warp group builds its own copy after its register change, so nothing
+// computed here stays live in the producer's small budget.
+template <int kBlockM, int kBlockN, kernel::Mask kMask>
+struct BackwardKeyBlock {
+  int kv_head, batch, n0;
+  int m_begin, num_m_blocks;  // the query blocks visited per head
+  int total;                  // pairs
+  long long diag;             // KeyMask's
+
+  __device__ __forceinline__ explicit BackwardKeyBlock(const kernel::BackwardParams& p) {
+    const int bh = blockIdx.x / p.num_blocks;
+    kv_head = bh % p.heads_kv;
+    batch = bh / p.heads_kv;
+    n0 = (blockIdx.x % p.num_blocks) * kBlockN;
+    diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+    num_m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    // Query blocks whose rows all precede the first row that sees key n0 (row >= n0 - diag) are skipped.
+    long long first_row = kMask != kernel::Mask::kNone ? n0 - diag : 0;
+    if (first_row < 0) first_row = 0;
+    m_begin = first_row >= p.seqlen_q ? num_m_blocks : static_cast<int>(first_row / kBlockM);
+    total = (num_m_blocks - m_begin) * p.kv_group;
+  }
+
+  // Calls f(head, m0, stage, phase) for every pair in order, with the ring position of `stages` buffers.
+  template <int kStages, typename F>
+  __device__ __forceinline__ void for_each_pair(const kernel::BackwardParams& p, F&& f) const {
+    int stage = 0;
+    unsigned phase = 0;
+#pragma unroll 1
+    for (int head = kv_head * p.kv_group; head < (kv_head + 1) * p.kv_group; ++head)
+#pragma unroll 1
+      for (int m_block = m_begin; m_block < num_m_blocks; ++m_block) {
+        f(head, m_block * kBlockM, stage, phase);
+        if (++stage == kStages) stage = 0, phase ^= 1u;
+      }
+  }
+};
+
+// The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
+// is one panel of rows: (panel elements, rows, 1, 1), rows = block_m for Q and dO, block_n for K and V.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_backward_wgmma(const __grid_constant__ kernel::BackwardParams p,
+                             const __grid_constant__ TmaDescriptor q_map,
+                             const __grid_constant__ TmaDescriptor k_map,
+                             const __grid_constant__ TmaDescriptor v_map,
+                             const __grid_constant__ TmaDescriptor do_map) {
+  static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
+  constexpr WgmmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
+  static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper backward kernel");
+  constexpr int kConsumers = kShape.consumer_groups();
+  constexpr int kPanelBytes = kShape.panel_bytes();
+  constexpr int kPanelElements = kShape.panel_elements();
+  constexpr int kPanels = kShape.panels();
+  constexpr unsigned kKVBytes = kShape.kv_tile_bytes();
+  constexpr unsigned kQBytes = kShape.q_tile_bytes();
+  constexpr int kSTiles = kBlockM / 8;    // 8-query tiles of S^T and dP^T
+  constexpr int kDTiles = kHeadDim / 8;   // 8-column tiles of dK and dV
+  constexpr int kDSteps = kHeadDim / 16;  // k-steps of S^T and dP^T
+  constexpr int kQSteps = kBlockM / 16;   // k-steps of dV and dK
+  using Block = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
+
+  extern __shared__ unsigned char smem_raw[];
+  // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; statistics [stage][lse | D]; barriers.
+  const unsigned raw = shared_address(smem_raw);
+  const unsigned k_smem = (raw + 1023u) & ~1023u;
+  const unsigned v_smem = k_smem + kKVBytes;
+  const unsigned q_smem = v_smem + kKVBytes;
+  const unsigned do_smem = q_smem + kStages * kQBytes;
+  const unsigned stats_smem = do_smem + kStages * kQBytes;
+  const unsigned barriers = stats_smem + kStages * kShape.stats_bytes();
+  const unsigned kv_full = barriers;
+  const auto q_full = [&](int stage) { return barriers + 8u * (1 + stage); };
+  const auto q_empty = [&](int stage) { return barriers + 8u * (1 + kStages + stage); };
+  const auto stats = [&](int stage) {  // lse_log2[block_m], then D[block_m]
+    return reinterpret_cast<float*>(smem_raw + (stats_smem - raw) + stage * kShape.stats_bytes());
+  };
+  constexpr unsigned kConsumerWarps = 4u * kConsumers;
+
+  const int tid = threadIdx.x;
+  const int group = tid / 128;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  if (tid == 0) {
+    mbarrier_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(q_full(s), 1 + 32);  // the TMA thread's arrival with its bytes, and the statistics warp's
+      mbarrier_init(q_empty(s), kConsumerWarps);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (group == 0) {
+    registers_decrease_to<kShape.producer_registers()>();
+    const Block block(p);
+    if (block.total == 0) return;
+    if (warp == 0 && elect_one_lane()) {
+      tma_prefetch_descriptor(q_map);
+      tma_prefetch_descriptor(do_map);
+      mbarrier_arrive_expect_tx(kv_full, 2 * kKVBytes);
+#pragma unroll 1
+      for (int panel = 0; panel < kPanels; ++panel) {
+        const unsigned offset = panel * unsigned(kBlockN) * kPanelBytes;
+        tma_load_4d(k_smem + offset, k_map, kv_full, panel * kPanelElements, block.n0, block.kv_head,
+                    block.batch);
+        tma_load_4d(v_smem + offset, v_map, kv_full, panel * kPanelElements, block.n0, block.kv_head,
+                    block.batch);
+      }
+      block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
+        mbarrier_wait(q_empty(stage), phase ^ 1);
+        mbarrier_arrive_expect_tx(q_full(stage), 2 * kQBytes);
+#pragma unroll 1
+        for (int panel = 0; panel < kPanels; ++panel) {
+          const unsigned offset = stage * kQBytes + panel * unsigned(kBlockM) * kPanelBytes;
+          tma_load_4d(q_smem + offset, q_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
+          tma_load_4d(do_smem + offset, do_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
+        }
+      });
+    } else if (warp == 1) {
+      block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
+        mbarrier_wait(q_empty(stage), phase ^ 1);
+        const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
+        float* s = stats(stage);
+        load_row_stats<kBlockM, 32>(s, s + kBlockM, p.lse + row_base, p.d_rows + row_base, m0, p.seqlen_q,
+                                    lane);
+        mbarrier_arrive(q_full(stage));
+      });
+    }
+    return;
+  }
+
+  registers_increase_to<kShape.consumer_registers()>();
+  const int consumer = group - 1;
+  const int warp_in_group = warp % 4;
+  // This group's 64 keys inside every panel of the K and V tiles.
+  const unsigned k_slice = k_smem + consumer * 64u * kPanelBytes;
+  const unsigned v_slice = v_smem + consumer * 64u * kPanelBytes;
+  // This lane's keys relative to n0: key_row and key_row + 8.
+  const int key_row = 64 * consumer + 16 * warp_in_group + lane / 4;
+
+  float acc_dk[kHeadDim / 2];
+  float acc_dv[kHeadDim / 2];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) acc_dk[i] = 0.f, acc_dv[i] = 0.f;
+
+  // A (rows x head dim) times B (rows x head dim) transposed, both K-major: S^T = K Q^T and dP^T = V dO^T.
+  const auto issue_scores = [&](float(&acc)[kBlockM / 2], unsigned a_tile, unsigned b_tile) {
+#pragma unroll
+    for (int step = 0; step < kDSteps; ++step) {
+      const unsigned panel = (step * 16) / kPanelElements;
+      const unsigned inside = (step * 16) % kPanelElements * 2;  // bytes into the panel's rows
+      const unsigned long long a = make_smem_descriptor<kPanelBytes>(
+          a_tile + panel * unsigned(kBlockN) * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
+          b_tile + panel * unsigned(kBlockM) * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      Wgmma<T, kBlockM>::template ss<0>(acc, a, b, step > 0);
+    }
+  };
+  // acc += frag (64 keys x block_m queries, packed) times the block_m x head_dim tile: the tile is the
+  // MN-major B operand (head dim contiguous), panels block_m rows apart, 16 queries per step.
+  const auto issue_gradient = [&](float(&acc)[kHeadDim / 2], const unsigned(&frag)[kQSteps][4],
+                                  unsigned tile) {
+#pragma unroll
+    for (int step = 0; step < kQSteps; ++step) {
+      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
+          tile + step * 16u * kPanelBytes, unsigned(kBlockM) * kPanelBytes, 8 * kPanelBytes);
+      Wgmma<T, kHeadDim>::template rs<1>(acc, frag[step], b, 1);
+    }
+  };
+
+  const Block block(p);
+  if (block.total > 0) mbarrier_wait(kv_full, 0);
+  const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+  const int n0 = block.n0;
+  block.template for_each_pair<kStages>(p, [&](int, int m0, int stage, unsigned phase) {
+    const unsigned q_tile = q_smem + stage * kQBytes;
+    const unsigned do_tile = do_smem + stage * kQBytes;
+    mbarrier_wait(q_full(stage), phase);
+
+    float acc_s[kBlockM / 2];
+    float acc_dp[kBlockM / 2];
+    wgmma_fence();
+    issue_scores(acc_s, k_slice, q_tile);
+    wgmma_commit();
+    issue_scores(acc_dp, v_slice, do_tile);
+    wgmma_commit();
+    wgmma_wait<1>();
+    wgmma_hold(acc_s);
+
+    // P^T. Register 4t + 2h + e holds key key_row + 8h, query m0 + 8t + 2 * (lane % 4) + e.
+    const float* lse_log2 = stats(stage);
+    const float* d_rows = lse_log2 + kBlockM;
+    {
+      const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
+      const auto local = mask.local(m0, n0);
+#pragma unroll
+      for (int t = 0; t < kSTiles; ++t) {
+        const int q_local = 8 * t + 2 * (lane % 4);
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_log2 + q_local);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& s = acc_s[4 * t + 2 * h + e];
+            const float prob = fast_exp2(s * p.scale_log2 - (e ? lse2.y : lse2.x));
+            s = needs_mask && local.hides(q_local + e, key_row + 8 * h) ? 0.f : prob;
+          }
+      }
+    }
+    unsigned p_frag[kQSteps][4];
+#pragma unroll
+    for (int step = 0; step < kQSteps; ++step)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
+
+    wgmma_wait<0>();
+    wgmma_hold(acc_dp);
+    // dS^T = P^T (dP^T - D) in dP^T's place.
+#pragma unroll
+    for (int t = 0; t < kSTiles; ++t) {
+      const float2 d2 = *reinterpret_cast<const float2*>(d_rows + 8 * t + 2 * (lane % 4));
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc_dp[4 * t + i] = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
+    }
+    unsigned ds_frag[kQSteps][4];
+#pragma unroll
+    for (int step = 0; step < kQSteps; ++step)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        ds_frag[step][r] = pack2<T>(acc_dp[8 * step + 2 * r], acc_dp[8 * step + 2 * r + 1]);
+
+    wgmma_fence();
+    issue_gradient(acc_dv, p_frag, do_tile);
+    issue_gradient(acc_dk, ds_frag, q_tile);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc_dv);
+    wgmma_hold(acc_dk);
+    wgmma_hold(p_frag);
+    wgmma_hold(ds_frag);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(q_empty(stage));
+  });
+
+  // dK (times the softmax scale) and dV of this lane's keys; keys past the end are not stored.
+  T* dk_ptr = static_cast<T*>(p.d_k) + block.batch * p.dk_stride_batch + block.kv_head * p.dk_stride_head;
+  T* dv_ptr = static_cast<T*>(p.d_v) + block.batch * p.dv_stride_batch + block.kv_head * p.dv_stride_head;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long key = static_cast<long long>(n0) + key_row + 8 * h;
+    if (key >= p.seqlen_kv) continue;
+#pragma unroll
+    for (int t = 0; t < kDTiles; ++t) {
+      const int col = 8 * t + 2 * (lane % 4);
+      *reinterpret_cast<unsigned*>(dk_ptr + key * p.dk_stride_seq + col) =
+          pack2<T>(acc_dk[4 * t + 2 * h] * p.scale, acc_dk[4 * t + 2 * h + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dv_ptr + key * p.dv_stride_seq + col) =
+          pack2<T>(acc_dv[4 * t + 2 * h], acc_dv[4 * t + 2 * h + 1]);
+    }
+  }
+}
+
+}  // namespace flashrtc

@@ -1,0 +1,59 @@
+#pragma once
+// Roles, register budget and shared-memory plan of the Hopper backward main kernel
+// (attention_backward_wgmma.cuh), as constexpr arithmetic compiled by NVRTC (the kernel static_asserts
+// invalid_reason() == nullptr) and by the host compiler (config checks, launch sizes).
+
+namespace flashrtc {
+
+struct WgmmaBackwardShape {
+  int head_dim, block_m, block_n, warps, stages;
+
+  constexpr int threads() const { return warps * 32; }
+  // Warp group 0 produces (TMA loads, the query rows' statistics); each other group owns 64 keys (wgmma's M).
+  constexpr int consumer_groups() const { return warps / 4 - 1; }
+  // setmaxnreg budgets per thread: 128 * (40 + 2 * 232) or 128 * (40 + 3 * 152) registers of the SM's 65,536.
+  // The producer keeps 40 (the forward's keeps 24): its statistics warp walks 64-bit row addresses.
+  constexpr int consumer_registers() const { return consumer_groups() == 2 ? 232 : 152; }
+  constexpr int producer_registers() const { return 40; }
+  // Per-thread registers of a consumer's operands: dK and dV (64 keys x head_dim each), S^T and dP^T (64 keys
+  // x block_m queries each), and P^T packed to 16 bits while dS^T is formed (dS^T's fragments take S^T's
+  // place).
+  constexpr int accumulator_registers() const { return head_dim + block_m + block_m / 4; }
+
+  // Rows are cut into panels of the swizzle span, as in the forward: 128 bytes when the head dim is a
+  // multiple of 64, else 64 bytes (d = 96).
+  constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }
+  constexpr int panel_elements() const { return panel_bytes() / 2; }
+  constexpr int panels() const { return head_dim / panel_elements(); }
+
+  constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
+  constexpr unsigned q_tile_bytes() const { return unsigned(block_m) * unsigned(head_dim) * 2u; }
+  // Per stage: lse * log2(e) and D of the block's query rows.
+  constexpr unsigned stats_bytes() const { return unsigned(block_m) * 8u; }
+  // mbarriers: K and V full; Q (with dO and the statistics) full and empty per stage.
+  constexpr unsigned barrier_bytes() const { return 8u * unsigned(1 + 2 * stages); }
+  // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
+  constexpr unsigned smem_bytes() const {
+    return 1024u + 2u * kv_tile_bytes() + unsigned(stages) * (2u * q_tile_bytes() + stats_bytes()) +
+           barrier_bytes();
+  }
+
+  // nullptr when the kernel can be instantiated with this shape, else which field is wrong and why.
+  constexpr const char* invalid_reason() const {
+    if (head_dim < 64 || head_dim > 128 || head_dim % 32 != 0)
+      return "head_dim: must be 64, 96 or 128 (dK and dV of 64 keys live in registers)";
+    if (warps != 12 && warps != 16) return "warps: must be 12 (two consumer warp groups) or 16 (three)";
+    if (block_n != 64 * consumer_groups())
+      return "block_n: must be 64 keys per consumer warp group (128 with 12 warps, 192 with 16)";
+    if (block_m < 16 || block_m > 128 || block_m % 16 != 0)
+      return "block_m: must be a multiple of 16 in [16, 128]";
+    if (stages < 2 || stages > 4) return "stages: must be 2, 3 or 4";
+    // 24 registers for addresses, indices and the compiler's temporaries: ptxas for sm_90a fits d = 128 with
+    // block_m = 64 and d = 64 with block_m = 96 without spills; d = 64 with block_m = 128 spills.
+    if (accumulator_registers() + 24 > consumer_registers())
+      return "block_m/head_dim: dK, dV, S^T and dP^T exceed a consumer warp group's registers";
+    return nullptr;
+  }
+};
+
+}  // namespace flashrtc

@@ -1,0 +1,68 @@
+// Backward attention's main kernel for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
+// kernel_sources/flashrtc/attention_backward_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls it
+// cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall back to that family.
+#include "families/attention_tensor_map.hpp"
+#include "families/backward_launch.hpp"
+#include "families/builtin_families.hpp"
+#include "families/forward_launch.hpp"
+#include "families/shape_rules.hpp"
+#include "flashrtc/wgmma_backward_shape.cuh"
+
+namespace flashrtc::detail {
+
+namespace {
+
+WgmmaBackwardShape shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
+// One block per (batch, kv head, block_n keys), as the mma kernel's, and the four maps the kernel reads.
+void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
+  build_backward_key_blocks_launch(plan, op_params, launch, args);
+  const BackwardParams& p = *static_cast<const BackwardLaunch*>(op_params)->params;
+  const int panel = shape(plan.spec).panel_bytes();
+  const int d = static_cast<int>(p.head_dim);
+  const int block_m = plan.spec.tile.block_m;
+  const int block_n = plan.spec.tile.block_n;
+  args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, block_m, panel));
+  args.push(attention_tensor_map(p.k, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
+  args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
+  args.push(attention_tensor_map(p.d_o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, block_m, panel));
+}
+
+KernelFamily describe() {
+  KernelFamily f;
+  f.name = "bwd-wgmma";
+  f.operation = Operation::kBackward;
+  f.dtypes = {DType::kFloat16, DType::kBFloat16};
+  f.min_cc = 90;
+  f.max_cc = 90;
+  f.needs_arch_specific = true;
+  f.priority = 20;
+  f.min_head_dim = 64;
+  f.max_head_dim = 128;
+  f.head_dim_multiple = 32;
+  f.needs_traits = kCallTmaStrides;
+  f.header = "flashrtc/attention_backward_wgmma.cuh";
+  f.kernel_template = "flashrtc::attention_backward_wgmma";
+  f.template_args = forward_block_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  f.tile_axes = {{32, 48, 64, 80, 96, 112, 128}, {128, 192}, {12, 16}, {2, 3}};
+  // Two consumer warp groups of 64 keys; the widest query block whose S^T and dP^T fit beside dK and dV in
+  // 232 registers without spills (ptxas for sm_90a). Not yet timed.
+  f.defaults = {
+      {64, {{{96, 128, 12, 2}}}, "d=64: 96 queries per step; 128 spills"},
+      {128, {{{64, 128, 12, 2}}}, "d=96 and d=128: 64 queries per step"},
+  };
+  use_shape_rules<shape>(f);
+  f.build_launch = build_launch;
+  return f;
+}
+
+}  // namespace
+
+const KernelFamily& backward_wgmma_family() {
+  static const KernelFamily family = describe();
+  return family;
+}
+
+}  // namespace flashrtc::detail
