@@ -94,7 +94,7 @@ TEST_CASE("every default backward specialization compiles for sm_80 and sm_90a w
           if (mask != MaskKind::kNone && !has_mask_argument(*family)) continue;
           for (const char* arch : kArchs) {
             const std::size_t smem = std::string(arch) == "sm_80" ? kSmemBytesSm80 : kSmemBytesSm90;
-            for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem)) {
+            for (const TileConfig& tile : family->default_configs(dtype, head_dim, mask, smem)) {
               Job job;
               job.spec = {dtype, head_dim, mask, tile, family};
               job.arch = arch;
