@@ -18,7 +18,7 @@ int main() {
       spec.dtype = flashrtc::DType::kBFloat16;
       spec.head_dim = 128;
       spec.mask = flashrtc::MaskKind::kCausalTopLeft;
-      spec.tile = flashrtc::default_forward_config(spec.dtype, spec.head_dim);
+      spec.tile = flashrtc::default_forward_config(spec.dtype, spec.head_dim, spec.mask);
       const flashrtc::CompiledKernelInfo info = flashrtc::compile_forward(spec, "sm_90a");
       std::printf("%s: %d registers, %d bytes spilled (%s)\n", info.name_expression.c_str(),
                   info.resources.registers, info.resources.spill_store_bytes,

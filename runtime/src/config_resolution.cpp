@@ -93,7 +93,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily&) { return *q.explicit_config; });
   else if (!override_fields.empty())
     choice = family_for_tile(q, target, std::move(choice), [&](const KernelFamily& f) {
-      return override_fields.apply(f.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch));
+      return override_fields.apply(
+          f.default_config(q.dtype, q.head_dim, q.mask, target.smem_limit_bytes, q.seqlen_kv, target.arch));
     });
   const KernelFamily& family = *choice.family;
   r.family = &family;
@@ -127,7 +128,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
   const ConfigSource below = r.tuned ? ConfigSource::kTuned : ConfigSource::kDefault;
   const TileConfig below_config =
       r.tuned ? r.tuned->config
-              : family.default_config(q.dtype, q.head_dim, target.smem_limit_bytes, q.seqlen_kv, target.arch);
+              : family.default_config(q.dtype, q.head_dim, q.mask, target.smem_limit_bytes, q.seqlen_kv,
+                                      target.arch);
   const std::string& text = runtime_config().config_override;
   if (!override_fields.empty()) {
     r.config = override_fields.apply(below_config);
@@ -148,13 +150,17 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
                   e.median_ms, e.tflops, static_cast<long long>(e.batch), static_cast<long long>(e.heads),
                   static_cast<long long>(e.seqlen_q), static_cast<long long>(e.seqlen_kv), e.space.c_str());
     r.why = "tuning database entry for " + to_string(e.key) + " (" + figures + ")";
-  } else if (!r.tuning_key) {
-    r.why = "built-in table; no GPU is known, so no tuned entry can apply";
-  } else if (!stale_reason.empty()) {
-    r.why = "built-in table; the tuned entry for " + to_string(*r.tuning_key) + " is ignored: " + stale_reason;
-  } else {
-    r.why = "built-in table; no tuned entry for " + to_string(*r.tuning_key);
+    return r;
   }
+  // Names the default row where a mask restriction chose it.
+  const std::string note = family.default_row_note(q.head_dim, q.mask);
+  r.why = note.empty() ? "built-in table" : "built-in table (" + note + ")";
+  if (!r.tuning_key)
+    r.why += "; no GPU is known, so no tuned entry can apply";
+  else if (!stale_reason.empty())
+    r.why += "; the tuned entry for " + to_string(*r.tuning_key) + " is ignored: " + stale_reason;
+  else
+    r.why += "; no tuned entry for " + to_string(*r.tuning_key);
   return r;
 }
 

@@ -108,37 +108,68 @@ std::vector<TileConfig> KernelFamily::config_space(DType dtype, int head_dim, st
   return space;
 }
 
-TileConfig KernelFamily::default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
-                                        std::int64_t seqlen_kv, std::string_view arch) const {
-  if (defaults.empty()) throw Error(ErrorCode::kInternal, "kernel family " + name + " has no default tiles");
-  const DefaultRow* row = &defaults.back();
-  for (const DefaultRow& r : defaults)
-    if (head_dim <= r.max_head_dim) {
-      row = &r;
-      break;
-    }
+bool KernelFamily::DefaultRow::serves_mask(MaskKind mask) const {
+  return masks.empty() || std::find(masks.begin(), masks.end(), mask) != masks.end();
+}
+
+std::string KernelFamily::DefaultRow::text() const {
+  std::string text = "d<=" + std::to_string(max_head_dim);
+  for (std::size_t i = 0; i < masks.size(); ++i)
+    text += (i ? ", " : masks.size() == 1 ? " for mask " : " for masks ") + std::string(to_string(masks[i]));
+  return text;
+}
+
+const KernelFamily::DefaultRow& KernelFamily::default_row(int head_dim, MaskKind mask) const {
+  const DefaultRow* last = nullptr;
+  for (const DefaultRow& row : defaults) {
+    if (!row.serves_mask(mask)) continue;
+    if (head_dim <= row.max_head_dim) return row;
+    last = &row;
+  }
+  if (!last)
+    throw Error(ErrorCode::kInternal,
+                "kernel family " + name + " has no default tiles for mask " + std::string(to_string(mask)));
+  return *last;
+}
+
+std::string KernelFamily::default_row_note(int head_dim, MaskKind mask) const {
+  const DefaultRow& chosen = default_row(head_dim, mask);
+  std::string note;
+  const auto add = [&note](const std::string& text) { note += (note.empty() ? "row " : "; row ") + text; };
+  for (const DefaultRow& row : defaults) {
+    if (&row == &chosen) break;
+    if (head_dim <= row.max_head_dim) add(row.text() + " passed over");
+  }
+  if (!chosen.masks.empty()) add(chosen.text());
+  return note;
+}
+
+TileConfig KernelFamily::default_config(DType dtype, int head_dim, MaskKind mask,
+                                        std::size_t smem_limit_bytes, std::int64_t seqlen_kv,
+                                        std::string_view arch) const {
+  const DefaultRow& row = default_row(head_dim, mask);
   const std::int64_t bucket = seqlen_kv > 0 ? seqlen_bucket(seqlen_kv) : 0;
   const int cc = arch.empty() ? 80 : parse_arch_cc(arch).value_or(80);
-  for (const DefaultCandidate& candidate : row->candidates)
+  for (const DefaultCandidate& candidate : row.candidates)
     if (cc >= candidate.min_cc && (candidate.max_cc == 0 || cc <= candidate.max_cc) &&
         smem_limit_bytes >= candidate.min_smem_limit &&
         (bucket == 0 || bucket >= candidate.min_seqlen_kv_bucket) &&
-        smem_bytes({dtype, head_dim, MaskKind::kNone, candidate.tile, this}) <= smem_limit_bytes)
+        smem_bytes({dtype, head_dim, mask, candidate.tile, this}) <= smem_limit_bytes)
       return candidate.tile;
   // Nothing fits: the last candidate, whose shared-memory error the launch will report.
-  return row->candidates.back().tile;
+  return row.candidates.back().tile;
 }
 
-std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim, MaskKind mask,
+                                                      std::size_t smem_limit_bytes,
                                                       std::string_view arch) const {
   // Key lengths where the choice can change: unknown (or long), and the bucket just below each minimum.
   std::vector<std::int64_t> lengths = {0};
-  for (const DefaultRow& row : defaults)
-    for (const DefaultCandidate& candidate : row.candidates)
-      if (candidate.min_seqlen_kv_bucket > 1) lengths.push_back(candidate.min_seqlen_kv_bucket / 2);
+  for (const DefaultCandidate& candidate : default_row(head_dim, mask).candidates)
+    if (candidate.min_seqlen_kv_bucket > 1) lengths.push_back(candidate.min_seqlen_kv_bucket / 2);
   std::vector<TileConfig> tiles;
   for (std::int64_t seqlen_kv : lengths) {
-    const TileConfig tile = default_config(dtype, head_dim, smem_limit_bytes, seqlen_kv, arch);
+    const TileConfig tile = default_config(dtype, head_dim, mask, smem_limit_bytes, seqlen_kv, arch);
     if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
   }
   return tiles;
@@ -274,14 +305,19 @@ const KernelFamily& family_of(const KernelSpec& spec, Operation op) {
 }
 
 FamilyRegistration::FamilyRegistration(KernelFamily family) {
-  const auto missing = [&](const char* what) {
+  const auto missing = [&](const std::string& what) {
     throw Error(ErrorCode::kInvalidArgument, "kernel family '" + family.name + "': " + what + " missing");
   };
   if (family.name.empty()) missing("name");
   if (family.kernel_template.empty()) missing("kernel_template");
   if (family.header.empty()) missing("header");
   if (family.dtypes.empty()) missing("dtypes");
-  if (family.defaults.empty() || family.defaults.front().candidates.empty()) missing("default tiles");
+  for (MaskKind mask : kMaskKinds)
+    if (std::none_of(family.defaults.begin(), family.defaults.end(),
+                     [&](const KernelFamily::DefaultRow& row) { return row.serves_mask(mask); }))
+      missing("default tiles for mask " + std::string(to_string(mask)));
+  for (const KernelFamily::DefaultRow& row : family.defaults)
+    if (row.candidates.empty()) missing("default tiles for " + row.text());
   if (!family.invalid_reason || !family.smem_bytes || !family.threads || !family.build_launch) missing("functions");
   if (static_cast<int>(family.template_args.size()) > kMaxTemplateArgs) missing("room for its template arguments");
   if (find_kernel_family(family.name))

@@ -31,14 +31,14 @@ std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::siz
   return portable(dtype, head_dim).config_space(dtype, head_dim, smem_limit_bytes);
 }
 
-TileConfig default_forward_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+TileConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, std::size_t smem_limit_bytes,
                                   std::int64_t seqlen_kv, std::string_view arch) {
-  return portable(dtype, head_dim).default_config(dtype, head_dim, smem_limit_bytes, seqlen_kv, arch);
+  return portable(dtype, head_dim).default_config(dtype, head_dim, mask, smem_limit_bytes, seqlen_kv, arch);
 }
 
-std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes,
-                                                std::string_view arch) {
-  return portable(dtype, head_dim).default_configs(dtype, head_dim, smem_limit_bytes, arch);
+std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                std::size_t smem_limit_bytes, std::string_view arch) {
+  return portable(dtype, head_dim).default_configs(dtype, head_dim, mask, smem_limit_bytes, arch);
 }
 
 }  // namespace flashrtc

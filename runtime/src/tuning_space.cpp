@@ -99,12 +99,18 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   for (const TileConfig& c : family.config_space(dtype, head_dim, limits.smem_per_block_bytes))
     if (fits_sm(c)) fits.push_back(c);
   // The default is always a candidate, so a tune never ends slower than the call without it; the family's
-  // table may hold a default its enumeration does not list (e.g. a block_n of 96).
-  const std::vector<TileConfig> defaults = family.default_configs(dtype, head_dim, limits.smem_per_block_bytes);
-  const TileConfig& fallback = defaults.front();
-  for (const TileConfig& c : defaults)
-    if (!contains(fits, c) && fits_sm(c) && family.check_config(dtype, head_dim, c, limits.smem_per_block_bytes).empty())
-      fits.push_back(c);
+  // table may hold a default its enumeration does not list (e.g. a block_n of 96). The defaults of every
+  // mask: the candidates do not depend on the call's mask.
+  std::vector<TileConfig> fallbacks;  // each mask's default for long key sequences
+  for (MaskKind mask : kMaskKinds) {
+    const std::vector<TileConfig> defaults =
+        family.default_configs(dtype, head_dim, mask, limits.smem_per_block_bytes);
+    if (!contains(fallbacks, defaults.front())) fallbacks.push_back(defaults.front());
+    for (const TileConfig& c : defaults)
+      if (!contains(fits, c) && fits_sm(c) &&
+          family.check_config(dtype, head_dim, c, limits.smem_per_block_bytes).empty())
+        fits.push_back(c);
+  }
   std::sort(fits.begin(), fits.end(), config_less);
   if (space == TuneSpace::kFull || fits.empty()) return fits;
 
@@ -123,7 +129,8 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   for (const TileConfig& c : fits)
     if (c.block_m <= max_m && c.block_n <= max_n && squarish(c) && 4L * c.block_m * c.block_n >= largest_area)
       quick.push_back(c);
-  if (contains(fits, fallback) && !contains(quick, fallback)) quick.push_back(fallback);
+  for (const TileConfig& fallback : fallbacks)
+    if (contains(fits, fallback) && !contains(quick, fallback)) quick.push_back(fallback);
   std::sort(quick.begin(), quick.end(), config_less);
   return quick;
 }
@@ -148,9 +155,9 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
     for (DType dtype : family->dtypes)
       for (int head_dim : {32, 64, 96, 128, 256}) {
         if (!family->serves_head_dim(head_dim)) continue;
-        for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+        for (MaskKind mask : kMaskKinds) {
           if (!masked && mask != MaskKind::kNone) continue;
-          for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem, arch))
+          for (const TileConfig& tile : family->default_configs(dtype, head_dim, mask, smem, arch))
             add({dtype, head_dim, mask, tile, family});
         }
       }

@@ -144,7 +144,7 @@ TEST_CASE("backward calls resolve through the family table, the explicit tile to
   q.dtype = DType::kFloat16, q.head_dim = 128, q.operation = Operation::kBackward;
   const ConfigResolution main = resolve_forward_config(q, no_device_target());
   CHECK(main.family->name == "bwd-mma");
-  CHECK(main.config == main.family->default_config(DType::kFloat16, 128, kSmemBytesSm80));
+  CHECK(main.config == main.family->default_config(DType::kFloat16, 128, MaskKind::kNone, kSmemBytesSm80));
   q.explicit_config = TileConfig{16, 32, 2, 1};
   CHECK(resolve_forward_config(q, no_device_target()).config == *q.explicit_config);
   q.explicit_config.reset();
@@ -166,7 +166,7 @@ TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep the
     q.operation = op;
     const ConfigResolution r = resolve_forward_config(q, no_device_target());
     CHECK(r.source == ConfigSource::kDefault);
-    CHECK(r.config == r.family->default_config(DType::kBFloat16, 64, kSmemBytesSm80));
+    CHECK(r.config == r.family->default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm80));
   }
 }
 

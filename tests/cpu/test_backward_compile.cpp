@@ -112,7 +112,7 @@ TEST_CASE("every default backward specialization compiles for sm_80 and sm_90a w
           for (const char* arch : kArchs) {
             if (!family->arch_mismatch(arch).empty()) continue;
             const std::size_t smem = std::string(arch) == "sm_80" ? kSmemBytesSm80 : kSmemBytesSm90;
-            for (const TileConfig& tile : family->default_configs(dtype, head_dim, smem)) {
+            for (const TileConfig& tile : family->default_configs(dtype, head_dim, mask, smem)) {
               Job job;
               job.spec = {dtype, head_dim, mask, tile, family};
               job.arch = arch;

@@ -57,7 +57,8 @@ TEST_CASE("the backward families' tuning candidates: their own tiles, every one 
           REQUIRE_FALSE(quick.empty());
           CHECK(quick.size() <= full.size());
           const auto space = family->config_space(dtype, d, limits.smem_per_block_bytes);
-          const auto defaults = family->default_configs(dtype, d, limits.smem_per_block_bytes);
+          const auto defaults =
+              family->default_configs(dtype, d, MaskKind::kNone, limits.smem_per_block_bytes);
           for (const TileConfig& tile : full) {
             INFO(to_string(tile));
             CHECK(family->check_config(dtype, d, tile, limits.smem_per_block_bytes).empty());
@@ -69,7 +70,8 @@ TEST_CASE("the backward families' tuning candidates: their own tiles, every one 
             CHECK(contains(family->tile_axes.warps, tile.warps));
           }
           for (const TileConfig& tile : quick) CHECK(contains(full, tile));
-          CHECK(contains(quick, family->default_config(dtype, d, limits.smem_per_block_bytes, 4096, arch)));
+          CHECK(contains(quick, family->default_config(dtype, d, MaskKind::kNone, limits.smem_per_block_bytes,
+                                                       4096, arch)));
         }
     }
   // The main kernel on tensor cores sweeps its two stage counts; the row passes have no key tile.
@@ -90,7 +92,7 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   const BackwardParams call = backward_call(DType::kBFloat16, 64, 3000);
   const KernelFamily& main = *find_kernel_family("bwd-mma");
   const TileConfig fallback =
-      main.default_config(DType::kBFloat16, 64, target.smem_limit_bytes, 3000, "sm_90a");
+      main.default_config(DType::kBFloat16, 64, MaskKind::kNone, target.smem_limit_bytes, 3000, "sm_90a");
 
   ConfigResolution r = resolve_forward_config(config_query(call, Operation::kBackward), target);
   CHECK(r.family == &main);
@@ -149,7 +151,7 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   // The dQ pass is tuned under its own family's key, and its explicit tile is the call's dq_config.
   const KernelFamily& dq = *find_kernel_family("bwd-dq-mma");
   const TileConfig dq_fallback =
-      dq.default_config(DType::kBFloat16, 64, target.smem_limit_bytes, 3000, "sm_90a");
+      dq.default_config(DType::kBFloat16, 64, MaskKind::kNone, target.smem_limit_bytes, 3000, "sm_90a");
   const auto dq_space =
       tuning_candidates(dq, DType::kBFloat16, 64, 3000, 3000, TuneSpace::kQuick, assumed_sm_limits("sm_90a"));
   const auto dq_other = std::find_if(dq_space.begin(), dq_space.end(),

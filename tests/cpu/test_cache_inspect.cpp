@@ -35,7 +35,8 @@ std::int64_t now_unix() {
 // fp32 runs the SIMT family. 16 warps cap a thread at 128 registers (the kernel's launch bounds), and a
 // 128 x 64 tile at d=128 keeps more values live than that: ptxas spills. The default tile does not.
 const ForwardSpec kSpilling{DType::kFloat32, 128, MaskKind::kNone, {128, 64, 16, 1}};
-const ForwardSpec kNormal{DType::kFloat32, 128, MaskKind::kCausalTopLeft, default_forward_config(DType::kFloat32, 128)};
+const ForwardSpec kNormal{DType::kFloat32, 128, MaskKind::kCausalTopLeft,
+                          default_forward_config(DType::kFloat32, 128, MaskKind::kCausalTopLeft)};
 
 // A small forward request no other call in this process has made: the memory cache misses, so it is
 // compiled into (or read from) the current cache directory.

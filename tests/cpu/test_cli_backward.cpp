@@ -50,7 +50,7 @@ TEST_CASE("flashrtc tune --op bwd --dry-run lists the backward main kernel's til
   const SmLimits limits = assumed_sm_limits("sm_90");
   auto expected = tuning_candidates(family, DType::kFloat16, 64, 4096, 4096, TuneSpace::kQuick, limits);
   const TileConfig base =
-      family.default_config(DType::kFloat16, 64, limits.smem_per_block_bytes, 4096, "sm_90");
+      family.default_config(DType::kFloat16, 64, MaskKind::kNone, limits.smem_per_block_bytes, 4096, "sm_90");
   if (std::find(expected.begin(), expected.end(), base) == expected.end()) expected.push_back(base);
   CHECK(line_of(r.out, "tune:").rfind("tune:      backward of fp16 d=64", 0) == 0);
   CHECK(line_of(r.out, "tune:").find("bwd-mma kernels") != std::string::npos);
@@ -94,7 +94,7 @@ TEST_CASE("flashrtc tune --op bwd --dry-run lists the backward main kernel's til
   const KernelFamily& dq = *find_kernel_family("bwd-dq-mma");
   auto dq_expected = tuning_candidates(dq, DType::kBFloat16, 128, 2048, 2048, TuneSpace::kQuick, limits);
   const TileConfig dq_base =
-      dq.default_config(DType::kBFloat16, 128, limits.smem_per_block_bytes, 2048, "sm_90");
+      dq.default_config(DType::kBFloat16, 128, MaskKind::kNone, limits.smem_per_block_bytes, 2048, "sm_90");
   if (std::find(dq_expected.begin(), dq_expected.end(), dq_base) == dq_expected.end())
     dq_expected.push_back(dq_base);
   rows = json::parse(test::read_text(dq_path));
@@ -158,7 +158,8 @@ TEST_CASE(
                                          "--head-dim", "64",   "--seqlen", "3000"};
   const std::vector<std::string> on_gpu = with(call, {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90"});
   const auto default_of = [](const char* name) {
-    return find_kernel_family(name)->default_config(DType::kBFloat16, 64, kSmemBytesSm90, 3000, "sm_90");
+    return find_kernel_family(name)->default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90,
+                                                    3000, "sm_90");
   };
   Result r = box.run(on_gpu);
   REQUIRE(r.exit_code == 0);

@@ -64,7 +64,7 @@ TEST_CASE("flashrtc config: default, tuned (written by another process), environ
   std::vector<std::string> on_h200 = call;
   for (const char* arg : {"--gpu-name", "Test GPU 141GB", "--arch", "sm_90"}) on_h200.push_back(arg);
 
-  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90);
+  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, MaskKind::kNone, kSmemBytesSm90);
   Result r = box.run(on_h200);
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config:") == "config:     " + to_string(fallback));
@@ -254,6 +254,26 @@ TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a 
   CHECK(cache_entry_count() == 0);
 }
 
+TEST_CASE("flashrtc config names the default row a mask restriction chose") {
+  Sandbox box("flashrtc-cli-config-mask-rows");
+  const std::vector<std::string> call = {"config",   "--dtype", "bf16",       "--head-dim",     "256",
+                                         "--seqlen", "4096",    "--gpu-name", "Test GPU 141GB", "--arch",
+                                         "sm_90a"};
+  Result r = box.run(call);
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "config:") == "config:     " + to_string(TileConfig{128, 80, 12, 2}));
+  CHECK(line_of(r.out, "source:")
+            .rfind("source:     default (built-in table (row d<=256 for mask none); no tuned", 0) == 0);
+  std::vector<std::string> causal = call;
+  causal.insert(causal.end(), {"--mask", "causal"});
+  r = box.run(causal);
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "config:") == "config:     " + to_string(TileConfig{128, 64, 12, 2}));
+  CHECK(line_of(r.out, "source:")
+            .rfind("source:     default (built-in table (row d<=256 for mask none passed over); no tuned",
+                   0) == 0);
+}
+
 TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CACHED refuses to compile") {
   Sandbox box("flashrtc-cli-warm");
   const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};
@@ -329,7 +349,8 @@ TEST_CASE(
   // A tuned entry, FLASHRTC_CONFIG changing one of its fields, and a command-line option changing another:
   // every command must land on the same tile (given), built on the same base (with_env).
   const auto space = forward_config_space(DType::kFloat16, 64, kSmemBytesSm90);
-  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90, 3000);
+  const TileConfig fallback =
+      default_forward_config(DType::kFloat16, 64, MaskKind::kNone, kSmemBytesSm90, 3000);
   std::optional<std::array<TileConfig, 3> > tiles;
   for (const TileConfig& tuned : space)
     for (const TileConfig& with_env : space)
@@ -595,7 +616,8 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   r = box.run(config);
   REQUIRE(r.exit_code == 0);
   doc = json::parse(r.out);
-  const TileConfig fallback = default_forward_config(DType::kFloat16, 64, kSmemBytesSm90, 3000);
+  const TileConfig fallback =
+      default_forward_config(DType::kFloat16, 64, MaskKind::kNone, kSmemBytesSm90, 3000);
   CHECK(doc.at("config") == tile_json(fallback));
   CHECK(doc.at("source") == "default");
   CHECK(doc.at("tuned").is_null());
@@ -628,7 +650,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   r = box.run(compile);
   REQUIRE(r.exit_code == 0);
   doc = json::parse(r.out);
-  const TileConfig tile = default_forward_config(DType::kFloat32, 32, kSmemBytesSm80);
+  const TileConfig tile = default_forward_config(DType::kFloat32, 32, MaskKind::kNone, kSmemBytesSm80);
   json specialization = tile_json(tile);
   specialization.update({{"dtype", "fp32"}, {"head_dim", 32}, {"mask", "none"}, {"family", "simt"}});
   CHECK(doc.at("specialization") == specialization);

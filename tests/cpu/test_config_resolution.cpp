@@ -65,7 +65,7 @@ TEST_CASE("resolution: the default table when nothing else is set") {
   const ConfigQuery q = query();
   const ConfigResolution r = resolve_forward_config(q, kTarget);
   CHECK(r.source == ConfigSource::kDefault);
-  CHECK(r.config == default_forward_config(q.dtype, q.head_dim, kTarget.smem_limit_bytes));
+  CHECK(r.config == default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes));
   REQUIRE(r.tuning_key.has_value());
   CHECK(*r.tuning_key == key_of(q));
   CHECK_FALSE(r.tuned.has_value());
@@ -76,7 +76,7 @@ TEST_CASE("resolution: the default table when nothing else is set") {
 
 TEST_CASE("resolution: each source wins over the ones below it") {
   const ConfigQuery q = query();
-  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, kTarget.smem_limit_bytes);
+  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes);
   const Variant pair = variant_pair(q, fallback);
   const TileConfig tuned = pair.base, env_tile = pair.variant;
   const std::string env_text = pair.override_text;
@@ -127,7 +127,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
 TEST_CASE("resolution: a tuned entry applies to its GPU, arch and sequence-length bucket only") {
   test::TuningSandbox sandbox("flashrtc-resolve-keys");
   const ConfigQuery q = query(DType::kFloat16, 64, 4096);
-  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, kTarget.smem_limit_bytes);
+  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes);
   const TileConfig tuned = others(q, {fallback}, 1)[0];
   record_tuning_entry(test::make_entry(key_of(q), tuned));
 
@@ -153,7 +153,7 @@ TEST_CASE("resolution: a tuned entry applies to its GPU, arch and sequence-lengt
   CHECK(none.source == ConfigSource::kDefault);
   CHECK_FALSE(none.tuning_key.has_value());
   CHECK(none.why.find("no GPU") != std::string::npos);
-  CHECK(none.config == default_forward_config(q.dtype, q.head_dim, kSmemBytesSm80));
+  CHECK(none.config == default_forward_config(q.dtype, q.head_dim, q.mask, kSmemBytesSm80));
 }
 
 TEST_CASE("resolution: an override the kernel cannot build or this GPU cannot fit is an error naming the field") {
@@ -227,7 +227,7 @@ TEST_CASE("resolution: a tuned entry that no longer passes the family's checks i
   record_tuning_entry(test::make_entry(key_of(q), TileConfig{7, 64, 4, 1}));
   const ConfigResolution r = resolve_forward_config(q, kTarget);
   CHECK(r.source == ConfigSource::kDefault);
-  CHECK(r.config == default_forward_config(q.dtype, q.head_dim, kTarget.smem_limit_bytes));
+  CHECK(r.config == default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes));
   CHECK_FALSE(r.tuned.has_value());
   CHECK(r.why.find("ignored") != std::string::npos);
 }
@@ -242,8 +242,9 @@ TEST_CASE("select_forward_spec resolves through FLASHRTC_CONFIG (no GPU: sm_80's
   p.head_dim = 64;
   p.q = p.k = p.v = p.o = TensorRef::bnhd(placeholder, 128, 2, 64);
   const ConfigQuery q = config_query(p);
-  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, kSmemBytesSm80);
-  const auto wanted = test::one_field_variant(forward_config_space(q.dtype, q.head_dim, kSmemBytesSm80), fallback);
+  const TileConfig fallback = default_forward_config(q.dtype, q.head_dim, q.mask, kSmemBytesSm80);
+  const auto wanted =
+      test::one_field_variant(forward_config_space(q.dtype, q.head_dim, kSmemBytesSm80), fallback);
   REQUIRE(wanted.has_value());
   {
     test::TuningSandbox sandbox("flashrtc-resolve-select", test::single_field_override(fallback, *wanted));
@@ -297,4 +298,34 @@ TEST_CASE("resolution on sm_90a: FLASHRTC_CONFIG fields pick the family whose de
   const ConfigResolution r = resolve_forward_config(query(), hopper);
   CHECK(r.family->name == "mma");
   CHECK(r.config.warps == 4);
+}
+
+TEST_CASE("resolution on sm_90a at d=256: 128x80 without a mask, 128x64 under the causal masks") {
+  test::TuningSandbox sandbox("flashrtc-resolve-hopper-masks");
+  const DeviceTarget hopper{"Test GPU 141GB", "sm_90a", kSmemBytesSm90};
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    INFO(to_string(dtype));
+    ConfigQuery q = query(dtype, 256);
+    const ConfigResolution none = resolve_forward_config(q, hopper);
+    CHECK(none.family->name == "wgmma");
+    CHECK(none.source == ConfigSource::kDefault);
+    CHECK(none.config == TileConfig{128, 80, 12, 2});
+    CHECK(none.why.rfind("built-in table (row d<=256 for mask none); no tuned entry for", 0) == 0);
+    for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+      q.mask = mask;
+      const ConfigResolution causal = resolve_forward_config(q, hopper);
+      CHECK(causal.family->name == "wgmma");
+      CHECK(causal.config == TileConfig{128, 64, 12, 2});
+      CHECK(causal.why.rfind("built-in table (row d<=256 for mask none passed over); no tuned entry", 0) ==
+            0);
+    }
+  }
+  // A head dim below the restricted row's is the d<=224 row's for every mask, with nothing to note.
+  for (MaskKind mask : kMaskKinds) {
+    ConfigQuery q = query(DType::kBFloat16, 224);
+    q.mask = mask;
+    const ConfigResolution r = resolve_forward_config(q, hopper);
+    CHECK(r.config == TileConfig{128, 80, 12, 2});
+    CHECK(r.why.rfind("built-in table; no tuned entry", 0) == 0);
+  }
 }

@@ -21,7 +21,6 @@ using namespace flashrtc;
 namespace {
 
 const char* const kArchs[] = {"sm_80", "sm_90a", "sm_100", "sm_120"};
-constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
 
 struct Job {
   std::string arch;
@@ -38,8 +37,9 @@ std::string describe(const Job& job) {
 }
 
 // For each arch, each family that runs there, each of its dtypes and default rows (at the row's largest head
-// dim, where its tiles hold the most accumulators) and each mask: every tile default_configs can return for
-// the arch's shared memory, whatever the key length.
+// dim, where its tiles hold the most accumulators) and each mask the row serves: every tile default_configs
+// can return for the arch's shared memory, whatever the key length. A row that an earlier one shadows for a
+// mask (the same head dims, restricted to that mask) is never read for it, so it is not compiled for it.
 std::vector<Job> default_jobs() {
   std::vector<Job> jobs;
   for (const char* arch : kArchs) {
@@ -49,13 +49,16 @@ std::vector<Job> default_jobs() {
       for (DType dtype : family->dtypes)
         for (const KernelFamily::DefaultRow& row : family->defaults) {
           if (!family->serves_head_dim(row.max_head_dim)) continue;
-          for (MaskKind mask : kMasks)
-            for (const TileConfig& tile : family->default_configs(dtype, row.max_head_dim, smem, arch)) {
+          for (MaskKind mask : kMaskKinds) {
+            if (!row.serves_mask(mask) || &family->default_row(row.max_head_dim, mask) != &row) continue;
+            for (const TileConfig& tile :
+                 family->default_configs(dtype, row.max_head_dim, mask, smem, arch)) {
               Job job;
               job.arch = arch;
               job.spec = {dtype, row.max_head_dim, mask, tile, family};
               jobs.push_back(std::move(job));
             }
+          }
         }
     }
   }
@@ -114,6 +117,38 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("the margin check compiles a row only under the masks it serves, and every one of them") {
+  const std::vector<Job> jobs = default_jobs();
+  const auto has = [&](const char* family, MaskKind mask, const TileConfig& tile) {
+    return std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) {
+      return j.arch == "sm_90a" && j.spec.family->name == family && j.spec.dtype == DType::kBFloat16 &&
+             j.spec.head_dim == 256 && j.spec.mask == mask && j.spec.tile == tile;
+    });
+  };
+  CHECK(has("wgmma", MaskKind::kNone, {128, 80, 12, 2}));
+  // The unrestricted d<=256 row comes after the one for no mask, which shadows it there.
+  CHECK_FALSE(has("wgmma", MaskKind::kNone, {128, 64, 12, 2}));
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    CHECK(has("wgmma", mask, {128, 64, 12, 2}));
+    CHECK_FALSE(has("wgmma", mask, {128, 80, 12, 2}));
+  }
+  // Every (row, mask) a row serves and is read for is in the list.
+  for (const KernelFamily* family : kernel_families()) {
+    if (!family->arch_mismatch("sm_90a").empty()) continue;
+    for (const KernelFamily::DefaultRow& row : family->defaults)
+      for (MaskKind mask : kMaskKinds) {
+        if (!family->serves_head_dim(row.max_head_dim) ||
+            &family->default_row(row.max_head_dim, mask) != &row)
+          continue;
+        INFO(family->name << " " << row.text() << " " << to_string(mask));
+        CHECK(std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) {
+          return j.arch == "sm_90a" && j.spec.family == family && j.spec.head_dim == row.max_head_dim &&
+                 j.spec.mask == mask;
+        }));
+      }
+  }
+}
+
 TEST_CASE("a default candidate applies only to the archs of its range, and to long enough key sequences") {
   const KernelFamily& mma = portable_family(Operation::kForward, DType::kBFloat16);
   KernelFamily family = mma;
@@ -122,7 +157,7 @@ TEST_CASE("a default candidate applies only to the archs of its range, and to lo
                       {{{128, 64, 4, 2}, 0, 0, 0, 90}, {{64, 64, 4, 2}, 0, 0, 100, 110}, {{64, 32, 4, 2}}},
                       "three ranges"}};
   const auto tile_for = [&](const char* arch) {
-    return family.default_config(DType::kBFloat16, 64, kSmemBytesSm90, 0, arch);
+    return family.default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, 0, arch);
   };
   CHECK(tile_for("sm_80") == TileConfig{128, 64, 4, 2});
   CHECK(tile_for("sm_90a") == TileConfig{128, 64, 4, 2});
@@ -130,21 +165,21 @@ TEST_CASE("a default candidate applies only to the archs of its range, and to lo
   CHECK(tile_for("sm_100") == TileConfig{64, 64, 4, 2});
   CHECK(tile_for("sm_110") == TileConfig{64, 64, 4, 2});
   CHECK(tile_for("sm_120") == TileConfig{64, 32, 4, 2});
-  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_120") ==
+  CHECK(family.default_configs(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, "sm_120") ==
         std::vector<TileConfig>{{64, 32, 4, 2}});
 
   // Both conditions at once (no built-in row has a key-length minimum now).
   family.defaults = {{64, {{{128, 96, 4, 2}, 0, 1024, 90, 90}, {{128, 64, 4, 2}}}, "long keys on sm_90"}};
   const auto tile_at = [&](std::int64_t seqlen_kv, const char* arch) {
-    return family.default_config(DType::kBFloat16, 64, kSmemBytesSm90, seqlen_kv, arch);
+    return family.default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, seqlen_kv, arch);
   };
   CHECK(tile_at(4096, "sm_90a") == TileConfig{128, 96, 4, 2});
   CHECK(tile_at(0, "sm_90a") == TileConfig{128, 96, 4, 2});
   CHECK(tile_at(512, "sm_90a") == TileConfig{128, 64, 4, 2});
   CHECK(tile_at(4096, "sm_100") == TileConfig{128, 64, 4, 2});
   CHECK(tile_at(4096, "sm_80") == TileConfig{128, 64, 4, 2});
-  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_90a") ==
+  CHECK(family.default_configs(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, "sm_90a") ==
         std::vector<TileConfig>{{128, 96, 4, 2}, {128, 64, 4, 2}});
-  CHECK(family.default_configs(DType::kBFloat16, 64, kSmemBytesSm90, "sm_100") ==
+  CHECK(family.default_configs(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, "sm_100") ==
         std::vector<TileConfig>{{128, 64, 4, 2}});
 }

@@ -70,8 +70,9 @@ TEST_CASE("the built-in families: fp16/bf16 on tensor cores, fp32 on CUDA cores,
     for (DType dtype : f->dtypes)
       for (int d : {32, 64, 96, 128, 256})
         if (f->serves_head_dim(d))
-          for (const TileConfig& tile : f->default_configs(dtype, d, kSmemBytesSm90))
-            CHECK_MESSAGE(f->check_config(dtype, d, tile, kSmemBytesSm90).empty(), to_string(tile));
+          for (MaskKind mask : kMaskKinds)
+            for (const TileConfig& tile : f->default_configs(dtype, d, mask, kSmemBytesSm90))
+              CHECK_MESSAGE(f->check_config(dtype, d, tile, kSmemBytesSm90).empty(), to_string(tile));
   }
   for (const std::string arch : {"sm_80", "sm_90", "sm_100"}) {
     CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 128, arch).family->name == "mma");
@@ -184,6 +185,40 @@ TEST_CASE("a toy family added through the table alone is selected, compiled, cac
   CHECK(find_kernel_family("toy-copy-v") == nullptr);
   CHECK(kernel_families().size() == builtin);
   CHECK(select_kernel_family(Operation::kForward, DType::kFloat32, 64, "sm_90a").family->name == "simt");
+}
+
+TEST_CASE("a default row restricted to masks serves those masks only; the others read the next row") {
+  KernelFamily f = toy_family();
+  f.defaults = {{64, {{{64, 16, 4, 1}}}, "unmasked only", {MaskKind::kNone}},
+                {64, {{{32, 16, 2, 1}}}, "every mask"}};
+  CHECK(f.default_config(DType::kFloat32, 64, MaskKind::kNone, kSmemBytesSm90) == TileConfig{64, 16, 4, 1});
+  CHECK(f.default_config(DType::kFloat32, 32, MaskKind::kNone, kSmemBytesSm90) == TileConfig{64, 16, 4, 1});
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    CHECK(&f.default_row(64, mask) == &f.defaults[1]);
+    CHECK(f.default_config(DType::kFloat32, 64, mask, kSmemBytesSm90) == TileConfig{32, 16, 2, 1});
+    CHECK(f.default_configs(DType::kFloat32, 64, mask, kSmemBytesSm90) ==
+          std::vector<TileConfig>{{32, 16, 2, 1}});
+    CHECK(f.default_row_note(64, mask) == "row d<=64 for mask none passed over");
+  }
+  CHECK(f.default_row_note(64, MaskKind::kNone) == "row d<=64 for mask none");
+  CHECK(f.defaults[1].text() == "d<=64");
+  f.defaults[0].masks = {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
+  CHECK(f.defaults[0].text() == "d<=64 for masks causal, causal-br");
+  CHECK(f.default_config(DType::kFloat32, 64, MaskKind::kNone, kSmemBytesSm90) == TileConfig{32, 16, 2, 1});
+  CHECK(f.default_row_note(64, MaskKind::kNone) == "row d<=64 for masks causal, causal-br passed over");
+  CHECK(f.default_config(DType::kFloat32, 64, MaskKind::kCausalTopLeft, kSmemBytesSm90) ==
+        TileConfig{64, 16, 4, 1});
+  CHECK(f.default_row_note(32, MaskKind::kCausalTopLeft) == "row d<=64 for masks causal, causal-br");
+
+  // A mask no row serves: an internal error from the table, and a registration refused.
+  f.defaults.pop_back();
+  CHECK(test::expect_error([&] {
+          f.default_config(DType::kFloat32, 64, MaskKind::kNone, kSmemBytesSm90);
+        }).code() == ErrorCode::kInternal);
+  const Error e = test::expect_error([&] { FamilyRegistration r(f); });
+  CHECK(e.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(e.message(), "default tiles for mask none missing"));
+  CHECK(find_kernel_family("toy-copy-v") == nullptr);
 }
 
 TEST_CASE("a family missing what the runtime needs is refused") {

@@ -80,8 +80,8 @@ TEST_CASE("every default forward specialization compiles for sm_80 and sm_90a wi
     for (int head_dim : kHeadDims)
       for (MaskKind mask : kMasks)
         for (const char* arch : kArchs) {
-          std::vector<TileConfig> tiles = {default_forward_config(dtype, head_dim),
-                                           default_forward_config(dtype, head_dim, smem_limit(arch))};
+          std::vector<TileConfig> tiles = {default_forward_config(dtype, head_dim, mask),
+                                           default_forward_config(dtype, head_dim, mask, smem_limit(arch))};
           if (tiles[1] == tiles[0]) tiles.pop_back();
           for (const TileConfig& tile : tiles) {
             Job job;
@@ -117,7 +117,8 @@ TEST_CASE("every default forward specialization compiles for sm_80 and sm_90a wi
     INFO(describe(job));
     // The plain default runs everywhere (sm_80's 163 KB); an arch's own default fits that arch.
     CHECK(forward_smem_bytes(job.spec.dtype, job.spec.head_dim,
-                             default_forward_config(job.spec.dtype, job.spec.head_dim)) <= kSmemBytesSm80);
+                             default_forward_config(job.spec.dtype, job.spec.head_dim, job.spec.mask)) <=
+          kSmemBytesSm80);
     CHECK(check_forward_config(job.spec.dtype, job.spec.head_dim, job.spec.tile, smem_limit(job.arch)) == "");
     CHECK(forward_smem_bytes(job.spec.dtype, job.spec.head_dim, job.spec.tile) <= smem_limit(job.arch));
     CHECK(job.error == "");
@@ -207,7 +208,7 @@ TEST_CASE("invalid specs and archs throw kInvalidArgument naming the field, befo
   ForwardSpec good;
   good.dtype = DType::kFloat16;
   good.head_dim = 64;
-  good.tile = default_forward_config(good.dtype, good.head_dim);
+  good.tile = default_forward_config(good.dtype, good.head_dim, MaskKind::kNone);
 
   struct Case {
     const char* what;

@@ -270,7 +270,7 @@ TEST_CASE("attention_forward with valid arguments and no GPU throws kNoDevice") 
   CHECK_FALSE(e.message().empty());
   // Without a device, the spec is chosen for sm_80's shared memory, valid on every GPU we target.
   const ForwardSpec spec = select_forward_spec(valid_params(DType::kFloat32, 128));
-  CHECK(spec.tile == default_forward_config(DType::kFloat32, 128));
+  CHECK(spec.tile == default_forward_config(DType::kFloat32, 128, MaskKind::kNone));
   CHECK(forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile) <= kSmemBytesSm80);
 }
 

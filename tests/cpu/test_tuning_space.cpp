@@ -51,7 +51,8 @@ TEST_CASE("tuning space: every candidate fits the shared memory, threads and SM 
       // Everything the family offers that fits is there, and the default.
       for (const TileConfig& c : forward_config_space(dtype, head_dim, h100.smem_per_block_bytes))
         CHECK(contains(full, c));
-      CHECK(contains(full, default_forward_config(dtype, head_dim, h100.smem_per_block_bytes)));
+      CHECK(contains(full,
+                     default_forward_config(dtype, head_dim, MaskKind::kNone, h100.smem_per_block_bytes)));
 
       for (const SmLimits* limits : {&small, &few_threads, &small_sm}) {
         const auto bounded = tuning_candidates(dtype, head_dim, 4096, 4096, TuneSpace::kFull, *limits);
@@ -86,14 +87,16 @@ TEST_CASE("tuning space: quick is a smaller subset of full with the default, bou
       CHECK(quick.size() <= full.size());
       if (full.size() > 8) CHECK(quick.size() < full.size());
       for (const TileConfig& c : quick) CHECK(contains(full, c));
-      CHECK(contains(quick, default_forward_config(dtype, head_dim, limits.smem_per_block_bytes)));
+      CHECK(contains(quick,
+                     default_forward_config(dtype, head_dim, MaskKind::kNone, limits.smem_per_block_bytes)));
 
       // Short sequences: no tile taller than the query bucket unless nothing smaller exists.
       const auto short_q = tuning_candidates(dtype, head_dim, 20, 4096, TuneSpace::kQuick, limits);
       REQUIRE_FALSE(short_q.empty());
       int smallest_m = full.front().block_m;
       for (const TileConfig& c : full) smallest_m = std::min(smallest_m, c.block_m);
-      const TileConfig fallback = default_forward_config(dtype, head_dim, limits.smem_per_block_bytes);
+      const TileConfig fallback =
+          default_forward_config(dtype, head_dim, MaskKind::kNone, limits.smem_per_block_bytes);
       for (const TileConfig& c : short_q)
         if (!(c == fallback)) CHECK(c.block_m <= std::max(32, smallest_m));
     }
@@ -156,10 +159,25 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
       for (DType dtype : family->dtypes)
         for (int head_dim : {32, 64, 96, 128, 256})
           if (family->serves_head_dim(head_dim))
-            expected += 3 * family->default_configs(dtype, head_dim, kSmemBytesSm90, "sm_90a").size();
+            for (MaskKind mask : kMaskKinds)
+              expected += family->default_configs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
+  // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.
+  const KernelFamily* wgmma = find_kernel_family("wgmma");
+  const auto is_default = [&](MaskKind mask, const TileConfig& tile) {
+    return std::any_of(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
+      return s.family == wgmma && s.dtype == DType::kBFloat16 && s.head_dim == 256 && s.mask == mask &&
+             s.tile == tile;
+    });
+  };
+  CHECK(is_default(MaskKind::kNone, {128, 80, 12, 2}));
+  CHECK_FALSE(is_default(MaskKind::kNone, {128, 64, 12, 2}));
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    CHECK(is_default(mask, {128, 64, 12, 2}));
+    CHECK_FALSE(is_default(mask, {128, 80, 12, 2}));
+  }
   for (const ForwardSpec& s : defaults) {
-    const auto tiles = s.family->default_configs(s.dtype, s.head_dim, kSmemBytesSm90, "sm_90a");
+    const auto tiles = s.family->default_configs(s.dtype, s.head_dim, s.mask, kSmemBytesSm90, "sm_90a");
     CHECK(std::find(tiles.begin(), tiles.end(), s.tile) != tiles.end());
   }
   // sm_80's defaults fit its smaller shared memory.
@@ -182,7 +200,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   // A tuned tile equal to a default is warmed once.
   record_tuning_entry(test::make_entry(
       make_tuning_key("Test GPU", "sm_90a", DType::kBFloat16, 128, MaskKind::kNone, 4096, 4096),
-      default_forward_config(DType::kBFloat16, 128, kSmemBytesSm90)));
+      default_forward_config(DType::kBFloat16, 128, MaskKind::kNone, kSmemBytesSm90)));
 
   const auto warmed = warm_forward_specs("sm_90a");
   REQUIRE(warmed.size() == all_defaults.size() + 1);

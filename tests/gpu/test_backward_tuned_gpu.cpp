@@ -50,8 +50,8 @@ TEST_CASE("tuned backward entries are the tiles attention_backward launches, and
     std::vector<std::string> expected;
     for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
       const KernelFamily& family = *resolve_forward_config(kernel_query(c, op), target).family;
-      const TileConfig fallback =
-          family.default_config(c.dtype, c.head_dim, target.smem_limit_bytes, c.seqlen_kv, target.arch);
+      const TileConfig fallback = family.default_config(c.dtype, c.head_dim, c.mask, target.smem_limit_bytes,
+                                                        c.seqlen_kv, target.arch);
       const auto candidates = tuning_candidates(family, c.dtype, c.head_dim, c.seqlen_q, c.seqlen_kv,
                                                 TuneSpace::kQuick, sm_limits(current_device()));
       const auto other = std::find_if(candidates.begin(), candidates.end(),

@@ -128,7 +128,8 @@ struct KernelFamily {
     std::vector<int> block_m, block_n, warps, stages;
   } tile_axes;
 
-  /// Default tiles per head dim: the first row whose max_head_dim covers the call, in it the first candidate
+  /// Default tiles per head dim and mask: the first row that serves the call's mask and whose max_head_dim
+  /// covers the call (past every row: the last that serves the mask), in it the first candidate
   /// whose arch range holds the call's arch, that fits the device's shared memory and whose key-length bucket
   /// is long enough. Every default compiles within kDefaultMaxRegisters registers and without spills for each
   /// arch it applies to; where a tile has that margin on some generations only, it is their candidate and a
@@ -146,6 +147,13 @@ struct KernelFamily {
     int max_head_dim = 0;
     std::vector<DefaultCandidate> candidates;
     std::string why;  ///< the measurement behind the choice
+    /// The masks the row serves, empty for every mask. A row for some masks goes before the row of the same
+    /// head dims that serves the others (a tile that spills only under a causal mask, say).
+    std::vector<MaskKind> masks;
+
+    bool serves_mask(MaskKind mask) const;
+    /// "d<=256", or "d<=256 for mask none" where the row serves some masks only.
+    std::string text() const;
   };
   std::vector<DefaultRow> defaults;
 
@@ -170,13 +178,19 @@ struct KernelFamily {
   std::string check_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) const;
   /// Every tile of the axes that check_config accepts.
   std::vector<TileConfig> config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
+  /// The row default_config reads for head_dim and mask (see defaults). Throws Error(kInternal) when no row
+  /// serves mask.
+  const DefaultRow& default_row(int head_dim, MaskKind mask) const;
+  /// Where a mask restriction decides default_row, what it decided: "row d<=256 for mask none", or "row
+  /// d<=256 for mask none passed over" for another mask; empty where no restriction played a part.
+  std::string default_row_note(int head_dim, MaskKind mask) const;
   /// The default tile for a call on arch ("sm_90a"; empty: judged as sm_80), see DefaultCandidate;
   /// seqlen_kv <= 0 means long or unknown.
-  TileConfig default_config(DType dtype, int head_dim, std::size_t smem_limit_bytes,
+  TileConfig default_config(DType dtype, int head_dim, MaskKind mask, std::size_t smem_limit_bytes,
                             std::int64_t seqlen_kv = 0, std::string_view arch = {}) const;
   /// Every tile default_config can return for these arguments, whatever the key length; the long one first.
-  std::vector<TileConfig> default_configs(DType dtype, int head_dim, std::size_t smem_limit_bytes,
-                                          std::string_view arch = {}) const;
+  std::vector<TileConfig> default_configs(DType dtype, int head_dim, MaskKind mask,
+                                          std::size_t smem_limit_bytes, std::string_view arch = {}) const;
   /// The values of template_args for spec, in order (element type and mask as their enum values).
   int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
   /// "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, flashrtc::kernel::Mask::kNone>".

@@ -43,18 +43,19 @@ FLASHRTC_API std::string check_forward_config(DType dtype, int head_dim, const T
 /// Every configuration of the family that the checks above accept (what the tuner sweeps).
 FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes);
 
-/// The built-in default for a head dim, from the shared table (KernelFamily::default_config): the fastest
-/// measured tile that fits smem_limit_bytes (the device's opt-in limit; sm_80's by default, which every GPU
-/// we target has) and that ptxas for arch (empty: judged as sm_80) fits within kDefaultMaxRegisters registers
-/// without spills. seqlen_kv, when known (> 0), steers short key sequences away from key tiles that would
-/// waste much of their last pass.
-FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim,
+/// The built-in default for a head dim and mask, from the shared table (KernelFamily::default_config): the
+/// fastest measured tile that fits smem_limit_bytes (the device's opt-in limit; sm_80's by default, which
+/// every GPU we target has) and that ptxas for arch (empty: judged as sm_80) fits within kDefaultMaxRegisters
+/// registers without spills. seqlen_kv, when known (> 0), steers short key sequences away from key tiles that
+/// would waste much of their last pass.
+FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, MaskKind mask,
                                                std::size_t smem_limit_bytes = kSmemBytesSm80,
                                                std::int64_t seqlen_kv = 0, std::string_view arch = {});
 
-/// Every tile default_forward_config can return for dtype, head_dim, smem_limit_bytes and arch, whatever the
-/// key length: the one for long (or unknown) sequences first. What a warmed cache and the tuner must include.
-FLASHRTC_API std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim,
+/// Every tile default_forward_config can return for dtype, head_dim, mask, smem_limit_bytes and arch,
+/// whatever the key length: the one for long (or unknown) sequences first. What a warmed cache and the tuner
+/// must include.
+FLASHRTC_API std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, MaskKind mask,
                                                              std::size_t smem_limit_bytes,
                                                              std::string_view arch = {});
 

@@ -48,11 +48,11 @@ FLASHRTC_API const char* to_string(TuneSpace space);  ///< "quick", "full"
 FLASHRTC_API std::optional<TuneSpace> parse_tune_space(std::string_view name);
 
 /// The configurations `flashrtc tune` tries for a call, in table order (block_m, block_n, warps, stages).
-/// kFull: every configuration of the family (forward_config_space, and the built-in default)
-/// whose shared memory and threads fit limits with at least one resident block. kQuick: of those, the tiles no larger than the
-/// sequence lengths' buckets whose area (block_m x block_n) is at least a quarter of the largest such area
-/// and whose sides are within a factor of two (large square-ish tiles reuse Q, K and V the most, which wins
-/// at the lengths worth tuning), plus the built-in default.
+/// kFull: every configuration of the family (forward_config_space, and the built-in default of every mask)
+/// whose shared memory and threads fit limits with at least one resident block. kQuick: of those, the tiles
+/// no larger than the sequence lengths' buckets whose area (block_m x block_n) is at least a quarter of the
+/// largest such area and whose sides are within a factor of two (large square-ish tiles reuse Q, K and V the
+/// most, which wins at the lengths worth tuning), plus the built-in default of every mask.
 FLASHRTC_API std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtype, int head_dim,
                                                        std::int64_t seqlen_q, std::int64_t seqlen_kv, TuneSpace space,
                                                        const SmLimits& limits);
@@ -63,8 +63,9 @@ FLASHRTC_API std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim
 
 /// What `flashrtc compile --all` warms for arch: for every family that runs on arch (forward and backward
 /// kernels alike), every dtype it takes x head dim {32, 64, 96, 128, 256} x mask (once for a kernel without
-/// a mask argument) with the default tile for arch's shared memory (and the short-key-sequence default where it differs), then every tuned entry of the tuning database for arch and
-/// this NVRTC version (unless with_tuned is false), without duplicates; the defaults come first.
+/// a mask argument) with the mask's default tile for arch's shared memory (and the short-key-sequence default
+/// where it differs), then every tuned entry of the tuning database for arch and this NVRTC version (unless
+/// with_tuned is false), without duplicates; the defaults come first.
 FLASHRTC_API std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned = true);
 
 }  // namespace flashrtc

@@ -18,6 +18,9 @@ enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 /// kCausalBottomRight: j <= i + Nk - Nq (FlashAttention's, queries appended to a longer key sequence).
 /// A query with no visible key gets output 0 and lse = -inf.
 enum class MaskKind : int { kNone = 0, kCausalTopLeft = 1, kCausalBottomRight = 2 };
+/// Every MaskKind, in enum order.
+inline constexpr MaskKind kMaskKinds[] = {MaskKind::kNone, MaskKind::kCausalTopLeft,
+                                          MaskKind::kCausalBottomRight};
 
 /// Bytes of one element.
 FLASHRTC_API std::size_t dtype_size(DType dtype);
