@@ -10,7 +10,7 @@
 //   P  = exp2(S * scale * log2(e) - lse * log2(e)), masked;  dS = P (dP - D)   in registers;
 //   dQ += dS K                   wgmma with dS from registers (packed to 16 bits, as the forward's P) and K,
 //                                row-major in shared memory, read transposed (the forward's P V on V).
-// dQ(j) is issued with S(j + 1) and dP(j + 1), so the tensor cores run them back to back. Buffers are
+// dQ(j) is issued right after S(j + 1) and dP(j + 1), so the tensor cores run them back to back. Buffers are
 // handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp arrives on once
 // its products have read the buffer (V after dP, K after dQ). dQ * scale leaves from registers. Every dQ
 // element is one thread's fixed sequence of additions: the same bits on every run.
@@ -194,7 +194,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     wgmma_commit();
   };
   // dQ += dS K for the K tile in `stage`: K is the MN-major B operand (head dim contiguous), panels of the
-  // head dim block_n rows apart, 16 keys per step (the forward's P V descriptor).
+  // head dim block_n rows apart, 16 keys per step (the forward's P V descriptor). The first key tile writes
+  // dQ instead of adding to it: zeroing the accumulators by ordinary instructions made ptxas serialize the
+  // overlapped products (C7515).
   const auto issue_dq = [&](int stage, bool accumulate) {
     const unsigned k_tile = k_smem + stage * kKVBytes;
     wgmma_fence();
