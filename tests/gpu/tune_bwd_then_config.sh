@@ -32,7 +32,9 @@ grep -q '"bwd-mma"' "$FLASHRTC_TUNE_DB" || fail "the database has no bwd-mma ent
 # The dQ pass, swept while the main kernel runs its tuned tile.
 "$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 |
   tee "$work/tune_dq.out"
-grep -q 'bwd-dq-mma kernels' "$work/tune_dq.out" || fail "--kernel dq did not sweep bwd-dq-mma"
+# The dQ pass's family: bwd-dq-wgmma on sm_90a, bwd-dq-mma elsewhere.
+dq_family="$(grep -oE 'bwd-dq-(wgmma|mma) kernels' "$work/tune_dq.out" | head -n 1 | cut -d' ' -f1)"
+[ -n "$dq_family" ] || fail "--kernel dq did not sweep bwd-dq-wgmma or bwd-dq-mma"
 dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
 [ -n "$dq_winner" ] || fail "tune --kernel dq printed no winner"
 
@@ -41,7 +43,7 @@ dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
 grep -qx "main:       bwd-mma $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
 sed -n '/^main:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the tuned source"
-grep -qx "dQ pass:    bwd-dq-mma $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
+grep -qx "dQ pass:    $dq_family $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
 sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the dQ pass's tuned source"
 "$flashrtc" config --op bwd "${shape[@]}" --json >"$work/config.json"
