@@ -24,33 +24,38 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
 grep -q '"written_to_db": true' "$work/tune.json" || fail "--json does not record the database write"
 grep -q '"op": "bwd"' "$work/tune.json" || fail "--json does not name the backward"
-grep -q '"family": "bwd-mma"' "$work/tune.json" || fail "bf16 did not sweep bwd-mma"
+# The main kernel's family: bwd-wgmma on sm_90a, bwd-mma elsewhere.
+main_family="$(grep -oE 'bwd-(wgmma|mma) kernels' "$work/tune.out" | head -n 1 | cut -d' ' -f1)"
+[ -n "$main_family" ] || fail "bf16 did not sweep bwd-wgmma or bwd-mma"
+grep -q "\"family\": \"$main_family\"" "$work/tune.json" || fail "--json does not name $main_family"
 winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 [ -n "$winner" ] || fail "tune printed no winner"
-grep -q '"bwd-mma"' "$FLASHRTC_TUNE_DB" || fail "the database has no bwd-mma entry"
+grep -q "\"$main_family\"" "$FLASHRTC_TUNE_DB" || fail "the database has no $main_family entry"
 
 # The dQ pass, swept while the main kernel runs its tuned tile.
 "$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 |
   tee "$work/tune_dq.out"
-grep -q 'bwd-dq-mma kernels' "$work/tune_dq.out" || fail "--kernel dq did not sweep bwd-dq-mma"
+# The dQ pass's family: bwd-dq-wgmma on sm_90a, bwd-dq-mma elsewhere.
+dq_family="$(grep -oE 'bwd-dq-(wgmma|mma) kernels' "$work/tune_dq.out" | head -n 1 | cut -d' ' -f1)"
+[ -n "$dq_family" ] || fail "--kernel dq did not sweep bwd-dq-wgmma or bwd-dq-mma"
 dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
 [ -n "$dq_winner" ] || fail "tune --kernel dq printed no winner"
 
 # A second process: the winners are the main kernel's and the dQ pass's tiles, from the tuning database.
 "$flashrtc" config --op bwd "${shape[@]}" | tee "$work/config.out"
-grep -qx "main:       bwd-mma $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
+grep -qx "main:       $main_family $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
 sed -n '/^main:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the tuned source"
-grep -qx "dQ pass:    bwd-dq-mma $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
+grep -qx "dQ pass:    $dq_family $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
 sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the dQ pass's tuned source"
 "$flashrtc" config --op bwd "${shape[@]}" --json >"$work/config.json"
-python3 - "$work/config.json" "$winner" <<'PY' || fail "config --op bwd --json does not report the tuned main kernel"
+python3 - "$work/config.json" "$winner" "$main_family" <<'PY' || fail "config --op bwd --json does not report the tuned main kernel"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 main = [k for k in doc["kernels"] if k["role"] == "main"][0]
 tile = ",".join(f"{f}={main['config'][f]}" for f in ("block_m", "block_n", "warps", "stages"))
-assert main["source"] == "tuned" and main["family"] == "bwd-mma" and tile == sys.argv[2], (main, sys.argv[2])
+assert main["source"] == "tuned" and main["family"] == sys.argv[3] and tile == sys.argv[2], (main, sys.argv[2])
 PY
 # The forward of the same call has a key of its own: the backward's tune leaves it alone.
 "$flashrtc" config "${shape[@]}" | grep -q '^source:     default ' || fail "the forward picked up the backward's entry"

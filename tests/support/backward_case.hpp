@@ -30,6 +30,7 @@ struct BackwardCase {
   std::int64_t row_pad = 0;  // extra elements per row of every tensor (a padded view); keep 16-byte multiples
   std::optional<float> scale;
   std::optional<TileConfig> config;
+  std::optional<TileConfig> dq_config;  // the dQ pass's explicit tile (Operation::kBackwardDq)
   bool deterministic = false;
   std::uint64_t seed = 1;
 
@@ -40,7 +41,7 @@ struct BackwardCase {
            " Nq=" + std::to_string(seqlen_q) + " Nk=" + std::to_string(seqlen_kv) +
            (layout == Layout::kBnhd ? " bnhd" : " bhnd") +
            (row_pad ? " pad=" + std::to_string(row_pad) : "") + (config ? " " + to_string(*config) : "") +
-           (deterministic ? " deterministic" : "");
+           (dq_config ? " dq " + to_string(*dq_config) : "") + (deterministic ? " deterministic" : "");
   }
   ForwardCase as_forward() const {
     ForwardCase f;
@@ -182,6 +183,7 @@ inline BackwardParams backward_params(const BackwardCase& c, const BackwardInput
   p.mask = c.mask;
   p.deterministic = c.deterministic;
   p.config = c.config;
+  p.dq_config = c.dq_config;
   return p;
 }
 
@@ -209,6 +211,7 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
       q.seqlen_kv = c.seqlen_kv;
       q.operation = op;
       if (op == Operation::kBackward) q.explicit_config = c.config;
+      if (op == Operation::kBackwardDq) q.explicit_config = c.dq_config;
       const ConfigResolution r = resolve_forward_config(q, target);
       const KernelSpec spec{c.dtype, c.head_dim, c.mask, r.config, r.family};
       const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {

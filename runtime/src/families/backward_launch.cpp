@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "families/attention_tensor_map.hpp"
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/error.hpp"
 
@@ -81,6 +82,16 @@ void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_par
   const std::int64_t m_blocks = (p.seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
   set_grid(shape, plan, m_blocks, p.batch * p.heads_q, "batch * heads_q * ceil(seqlen_q / block_m)");
   args.push(kernel_params(call, m_blocks));
+}
+
+void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
+                               int kv_rows) {
+  const BackwardParams& p = *static_cast<const BackwardLaunch*>(op_params)->params;
+  const int d = static_cast<int>(p.head_dim);
+  args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, q_rows, panel_bytes));
+  args.push(attention_tensor_map(p.k, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, kv_rows, panel_bytes));
+  args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, kv_rows, panel_bytes));
+  args.push(attention_tensor_map(p.d_o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, q_rows, panel_bytes));
 }
 
 void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,

@@ -27,6 +27,10 @@ void build_backward_key_blocks_launch(const CallPlan& plan, const void* op_param
 // One thread block per (batch, query head, block_m queries): the deterministic dQ pass.
 void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                         KernelArgs& args);
+// For the Hopper kernels, which take the TMA maps of q, k, v and d_o after the params (attention_tensor_map.hpp):
+// pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or kv_rows rows (k, v).
+void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
+                               int kv_rows);
 // One thread block per block_m rows of [batch, heads_q, seqlen_q]: the row passes.
 void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                 KernelArgs& args);

@@ -1,7 +1,6 @@
 // Backward attention's main kernel for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_backward_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls it
 // cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall back to that family.
-#include "families/attention_tensor_map.hpp"
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
@@ -19,15 +18,8 @@ WgmmaBackwardShape shape(const KernelSpec& s) {
 // One block per (batch, kv head, block_n keys), as the mma kernel's, and the four maps the kernel reads.
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_backward_key_blocks_launch(plan, op_params, launch, args);
-  const BackwardParams& p = *static_cast<const BackwardLaunch*>(op_params)->params;
-  const int panel = shape(plan.spec).panel_bytes();
-  const int d = static_cast<int>(p.head_dim);
-  const int block_m = plan.spec.tile.block_m;
-  const int block_n = plan.spec.tile.block_n;
-  args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, block_m, panel));
-  args.push(attention_tensor_map(p.k, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
-  args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
-  args.push(attention_tensor_map(p.d_o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, block_m, panel));
+  push_backward_tensor_maps(op_params, args, shape(plan.spec).panel_bytes(), plan.spec.tile.block_m,
+                            plan.spec.tile.block_n);
 }
 
 KernelFamily describe() {

@@ -12,6 +12,7 @@ const KernelFamily& forward_simt_family();
 const KernelFamily& backward_wgmma_family();
 const KernelFamily& backward_mma_family();
 const KernelFamily& backward_dq_mma_family();
+const KernelFamily& backward_dq_wgmma_family();
 const KernelFamily& backward_simt_family();
 const KernelFamily& backward_dq_simt_family();
 const KernelFamily& backward_prep_family();
@@ -19,9 +20,10 @@ const KernelFamily& backward_dq_convert_family();
 
 // In table order (the order of equal priorities). A new built-in family is one line here.
 inline std::vector<const KernelFamily*> builtin_families() {
-  return {&forward_wgmma_family(),      &forward_mma_family(),      &forward_simt_family(),
-          &backward_wgmma_family(),     &backward_mma_family(),     &backward_dq_mma_family(),
-          &backward_simt_family(),      &backward_dq_simt_family(), &backward_prep_family(),
+  return {&forward_wgmma_family(),      &forward_mma_family(),       &forward_simt_family(),
+          &backward_wgmma_family(),     &backward_mma_family(),      &backward_dq_wgmma_family(),
+          &backward_dq_mma_family(),    &backward_simt_family(),     &backward_dq_simt_family(),
+          &backward_prep_family(),
           &backward_dq_convert_family()};
 }
 
