@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr int kDSteps = kHeadDim / 16;  // k-steps of S^T and dP^T
   constexpr int kQSteps = kBlockM / 16;   // k-steps of dV and dK
   using Block = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
+  constexpr bool kOverlapDv = kShape.overlap_dv();
 
   extern __shared__ unsigned char smem_raw[];
   // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; statistics [stage][lse | D]; barriers.
@@ -246,7 +247,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       for (int r = 0; r < 4; ++r)
         p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
 
-    wgmma_wait<0>();
+    // Where registers allow, dV runs while dS^T is formed.
+    if constexpr (kOverlapDv) {
+      wgmma_fence();
+      issue_gradient(acc_dv, p_frag, do_tile);
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T
+    } else {
+      wgmma_wait<0>();
+    }
     wgmma_hold(acc_dp);
     // dS^T = P^T (dP^T - D) in dP^T's place.
 #pragma unroll
@@ -264,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         ds_frag[step][r] = pack2<T>(acc_dp[8 * step + 2 * r], acc_dp[8 * step + 2 * r + 1]);
 
     wgmma_fence();
-    issue_gradient(acc_dv, p_frag, do_tile);
+    if constexpr (!kOverlapDv) issue_gradient(acc_dv, p_frag, do_tile);
     issue_gradient(acc_dk, ds_frag, q_tile);
     wgmma_commit();
     wgmma_wait<0>();

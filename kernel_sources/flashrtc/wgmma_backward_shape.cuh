@@ -20,6 +20,12 @@ struct WgmmaBackwardShape {
   // place).
   constexpr int accumulator_registers() const { return head_dim + block_m + block_m / 4; }
 
+  // Whether dV += P^T dO is issued before dS^T is formed, to run beside it: P^T's fragments then stay live
+  // beside dS^T's (ptxas for sm_90a spills d = 128 with block_m = 64 that way, not d = 64 with block_m = 96).
+  constexpr bool overlap_dv() const {
+    return accumulator_registers() + block_m / 4 + 24 <= consumer_registers();
+  }
+
   // Rows are cut into panels of the swizzle span, as in the forward: 128 bytes when the head dim is a
   // multiple of 64, else 64 bytes (d = 96).
   constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }

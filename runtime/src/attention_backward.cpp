@@ -1,12 +1,14 @@
 // attention_backward: FlashAttention-2's backward as up to four kernels on the call's stream, each resolved
 // through the family table like a forward call:
-//   bwd-prep        D = rowsum(dO * O) and, unless deterministic, the fp32 dQ workspace zeroed;
-//   bwd-mma (main)  dK and dV, and (unless deterministic) dQ added into the workspace with atomics;
-//   bwd-dq-convert  the workspace into d_q                                  (atomic mode);
-//   bwd-dq-mma      dQ in a separate atomic-free pass over query blocks     (default, deterministic).
+//   bwd-prep                      D = rowsum(dO * O) and, unless deterministic, the fp32 dQ workspace zeroed;
+//   bwd-wgmma / bwd-mma (main)    dK and dV (sm_90a: TMA and wgmma; elsewhere mma.sync, which in the atomic
+//                                 mode also adds dQ into the workspace);
+//   bwd-dq-convert                the workspace into d_q                                  (atomic mode);
+//   bwd-dq-wgmma / bwd-dq-mma     dQ in a separate atomic-free pass over query blocks     (default).
 // The separate pass is the default: measured faster on an H200 (bf16 d=128, N=4096: 168 TFLOP/s against the
 // atomic mode's 127; d=64 169 against 131; docs/PERFORMANCE.md), so every call is deterministic. The atomic
-// mode stays for GPUs where it may win; kAtomicDq turns it on for non-deterministic calls.
+// mode stays for GPUs where it may win; kAtomicDq turns it on for non-deterministic calls (the Hopper main
+// kernel adds no dQ: that mode would first have to route those calls to bwd-mma).
 #include "flashrtc/attention_backward.hpp"
 
 #include "backward_validation.hpp"
