@@ -59,7 +59,8 @@ void print_backward_config(const ConfigQuery& query, bool deterministic, const T
   call.deterministic = deterministic;
   std::vector<Resolved> kernels;
   for (Operation op : backward_operations(deterministic)) {
-    const ConfigQuery q = config_query(call, op);
+    ConfigQuery q = config_query(call, op);
+    q.traits = query.traits;  // the call has no tensors here: the traits are the query's
     // The tile options are the main kernel's, as BackwardParams::config is.
     kernels.push_back(
         {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_forward_config(q, target)});

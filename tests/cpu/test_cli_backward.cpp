@@ -246,3 +246,13 @@ TEST_CASE(
 }
 
 #endif
+
+TEST_CASE("flashrtc config --op bwd for sm_90a: the Hopper families, as a call with tensors resolves them") {
+  Sandbox box("flashrtc-cli-bwd-config-hopper");
+  const Result r = box.run({"config", "--op", "bwd", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096",
+                            "--gpu-name", "Test GPU 141GB", "--arch", "sm_90a"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "main:").rfind("main:       bwd-wgmma ", 0) == 0);
+  CHECK(line_of(r.out, "dQ pass:").rfind("dQ pass:    bwd-dq-wgmma ", 0) == 0);
+  CHECK(block_of(r.out, "main:").find("passed over") == std::string::npos);
+}

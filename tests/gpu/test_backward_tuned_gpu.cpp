@@ -22,7 +22,9 @@ ConfigQuery kernel_query(const BackwardCase& c, Operation op) {
   BackwardParams p;
   p.dtype = c.dtype, p.head_dim = c.head_dim, p.mask = c.mask, p.seqlen_q = c.seqlen_q,
   p.seqlen_kv = c.seqlen_kv;
-  return config_query(p, op);
+  ConfigQuery q = config_query(p, op);
+  q.traits = kAllCallTraits;  // the case's tensors (contiguous or padded views) are all TMA-describable
+  return q;
 }
 
 // The backward of case c resolves the kernel of op to entry's tile, and its gradients pass the reference
