@@ -5,8 +5,8 @@
 // One thread block owns block_n keys of one (batch, kv head), 64 per consumer warp group, and visits every
 // (query head of the kv head's group, query block) pair that sees any of its keys, in the order of the mma
 // kernel (attention_backward_mma.cuh). Warp group 0 produces: one thread loads K and V once, then Q and dO
-// of each pair by TMA into a ring of `stages` buffers; another warp copies the pair's lse (log2 domain) and
-// D into the stage, arriving on the same "full" barrier. Each consumer warp group, for its 64 keys:
+// of each pair by TMA into a ring of `stages` buffers. Each consumer warp group reads the pair's lse (log2
+// domain) and D into shared memory of its own, then, for its 64 keys:
 //   S^T  = K Q^T      wgmma, K and Q from shared memory (both K-major);
 //   dP^T = V dO^T     wgmma, likewise, committed with S^T;
 //   P^T  = exp2(S^T * scale * log2(e) - lse * log2(e)), masked as the forward;  dS^T = P^T (dP^T - D);
@@ -99,12 +99,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const unsigned q_smem = v_smem + kKVBytes;
   const unsigned do_smem = q_smem + kStages * kQBytes;
   const unsigned stats_smem = do_smem + kStages * kQBytes;
-  const unsigned barriers = stats_smem + kStages * kShape.stats_bytes();
+  const unsigned barriers = stats_smem + kShape.stats_buffers() * kShape.stats_bytes();
   const unsigned kv_full = barriers;
   const auto q_full = [&](int stage) { return barriers + 8u * (1 + stage); };
   const auto q_empty = [&](int stage) { return barriers + 8u * (1 + kStages + stage); };
-  const auto stats = [&](int stage) {  // lse_log2[block_m], then D[block_m]
-    return reinterpret_cast<float*>(smem_raw + (stats_smem - raw) + stage * kShape.stats_bytes());
+  const auto stats = [&](int buffer) {  // lse_log2[block_m], then D[block_m]
+    return reinterpret_cast<float*>(smem_raw + (stats_smem - raw) + buffer * kShape.stats_bytes());
   };
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   if (tid == 0) {
     mbarrier_init(kv_full, 1);
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(q_full(s), 1 + 32);  // the TMA thread's arrival with its bytes, and the statistics warp's
+      mbarrier_init(q_full(s), 1);
       mbarrier_init(q_empty(s), kConsumerWarps);
     }
     fence_barrier_init();
@@ -148,15 +148,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           tma_load_4d(q_smem + offset, q_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
           tma_load_4d(do_smem + offset, do_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
         }
-      });
-    } else if (warp == 1) {
-      block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
-        mbarrier_wait(q_empty(stage), phase ^ 1);
-        const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
-        float* s = stats(stage);
-        load_row_stats<kBlockM, 32>(s, s + kBlockM, p.lse + row_base, p.d_rows + row_base, m0, p.seqlen_q,
-                                    lane);
-        mbarrier_arrive(q_full(stage));
       });
     }
     return;
@@ -205,7 +196,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   if (block.total > 0) mbarrier_wait(kv_full, 0);
   const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
   const int n0 = block.n0;
-  block.template for_each_pair<kStages>(p, [&](int, int m0, int stage, unsigned phase) {
+  int pairs = 0;
+  block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
     const unsigned q_tile = q_smem + stage * kQBytes;
     const unsigned do_tile = do_smem + stage * kQBytes;
     mbarrier_wait(q_full(stage), phase);
@@ -217,12 +209,22 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     wgmma_commit();
     issue_scores(acc_dp, v_slice, do_tile);
     wgmma_commit();
+
+    // The pair's lse (log2 domain) and D, read by the group from global memory while its products run, into
+    // the group's own buffer; two buffers alternate, so the group's barrier of one pair also orders the
+    // previous pair's reads before the next pair's writes.
+    float* const lse_log2 = stats(2 * consumer + (pairs++ & 1));
+    const float* const d_rows = lse_log2 + kBlockM;
+    {
+      const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
+      load_row_stats<kBlockM, 128>(lse_log2, lse_log2 + kBlockM, p.lse + row_base, p.d_rows + row_base, m0,
+                                   p.seqlen_q, tid % 128);
+      named_barrier_sync(1 + consumer, 128);
+    }
     wgmma_wait<1>();
     wgmma_hold(acc_s);
 
     // P^T. Register 4t + 2h + e holds key key_row + 8h, query m0 + 8t + 2 * (lane % 4) + e.
-    const float* lse_log2 = stats(stage);
-    const float* d_rows = lse_log2 + kBlockM;
     {
       const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
       const auto local = mask.local(m0, n0);

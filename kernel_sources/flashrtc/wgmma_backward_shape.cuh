@@ -12,7 +12,7 @@ struct WgmmaBackwardShape {
   // Warp group 0 produces (TMA loads, the query rows' statistics); each other group owns 64 keys (wgmma's M).
   constexpr int consumer_groups() const { return warps / 4 - 1; }
   // setmaxnreg budgets per thread: 128 * (40 + 2 * 232) or 128 * (40 + 3 * 152) registers of the SM's 65,536.
-  // The producer keeps 40 (the forward's keeps 24): its statistics warp walks 64-bit row addresses.
+  // The producer keeps 40 (the forward's keeps 24): 24 spilled its walk over the (head, query block) pairs.
   constexpr int consumer_registers() const { return consumer_groups() == 2 ? 232 : 152; }
   constexpr int producer_registers() const { return 40; }
   // Per-thread registers of a consumer's operands: dK and dV (64 keys x head_dim each), S^T and dP^T (64 keys
@@ -34,14 +34,15 @@ struct WgmmaBackwardShape {
 
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
   constexpr unsigned q_tile_bytes() const { return unsigned(block_m) * unsigned(head_dim) * 2u; }
-  // Per stage: lse * log2(e) and D of the block's query rows.
+  // lse * log2(e) and D of a pair's query rows; two buffers per consumer group, which fills its own.
   constexpr unsigned stats_bytes() const { return unsigned(block_m) * 8u; }
+  constexpr int stats_buffers() const { return 2 * consumer_groups(); }
   // mbarriers: K and V full; Q (with dO and the statistics) full and empty per stage.
   constexpr unsigned barrier_bytes() const { return 8u * unsigned(1 + 2 * stages); }
   // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
   constexpr unsigned smem_bytes() const {
-    return 1024u + 2u * kv_tile_bytes() + unsigned(stages) * (2u * q_tile_bytes() + stats_bytes()) +
-           barrier_bytes();
+    return 1024u + 2u * kv_tile_bytes() + unsigned(stages) * 2u * q_tile_bytes() +
+           unsigned(stats_buffers()) * stats_bytes() + barrier_bytes();
   }
 
   // nullptr when the kernel can be instantiated with this shape, else which field is wrong and why.
