@@ -512,7 +512,7 @@ TEST_CASE(
     return;
   }
   const std::string not_writable =
-      "error: 1 entry could not be removed: the cache at " + (cache / "v2").string() + " is not writable";
+      "error: 1 entry could not be removed: the cache at " + (cache / "v3").string() + " is not writable";
   const std::string cannot_remove = "cannot remove " + entry.arch + "/" + entry.key + " (";
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("1 bad (0 removed, 1 not removed)") != std::string::npos);
@@ -576,7 +576,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
     CHECK(doc.at("gpu").at("device").at("arch").get<std::string>().rfind("sm_", 0) == 0);
     CHECK(doc.at("gpu").at("device").at("multiprocessors").get<int>() > 0);
   }
-  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v2").string());
+  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v3").string());
   CHECK(doc.at("cache").at("entries") == 0);
   CHECK(doc.at("tuning_db").at("path") == box.tuning.db().string());
   CHECK(doc.at("tuning_db").at("entries") == 0);
