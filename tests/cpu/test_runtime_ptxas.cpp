@@ -282,9 +282,15 @@ TEST_CASE("ptxas report: the wgmma advisory counts for the kernel it names, wher
       "ptxas info    : Function properties for attn_causal\n"
       "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
       "ptxas info    : Used 240 registers, used 1 barriers, 16 bytes smem, 512 bytes cmem[0]\n";
+  // The advisory as ptxas 13.0 writes it; reason_and_place ends "for the function" or "in the function".
+  const auto advisory_line = [](const std::string& code, const std::string& reason_and_place,
+                                const std::string& function) {
+    return "ptxas info    : (" + code +
+           ") Potential Performance Loss: wgmma.mma_async instructions are serialized due to " +
+           reason_and_place + " '" + function + "'\n";
+  };
   const std::string advisory =
-      "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
-      "to insufficient register resources for the function 'attn_causal'\n";
+      advisory_line("C7512", "insufficient register resources for the function", "attn_causal");
 
   SUBCASE("before the entries (where ptxas writes it), after them, or inside the entry's lines") {
     const std::string inside =
@@ -308,18 +314,18 @@ TEST_CASE("ptxas report: the wgmma advisory counts for the kernel it names, wher
   }
   SUBCASE("a name the advisory's name ends with is not that name") {
     const std::string log =
-        entries +
-        "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
-        "serialized due to insufficient register resources for the wgmma pipeline in the function "
-        "'xattn'\n";
+        entries + advisory_line("C7511",
+                                "insufficient register resources for the wgmma pipeline in the function",
+                                "xattn");
     CHECK_FALSE(parse_ptxas_report(log, "attn").wgmma_serialized);
   }
   SUBCASE("the 'in the function' wording, with its reason") {
     const std::string log =
-        entries +
-        "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
-        "serialized due to non wgmma instructions defining accumulator registers of a wgmma between "
-        "start and end of the pipeline stage in the function 'attn'\n";
+        entries + advisory_line("C7515",
+                                "non wgmma instructions defining accumulator registers of a "
+                                "wgmma between start and end of the pipeline stage in the "
+                                "function",
+                                "attn");
     const ResourceReport plain = parse_ptxas_report(log, "attn");
     CHECK(plain.wgmma_serialized);
     CHECK(plain.wgmma_serialized_reason ==
