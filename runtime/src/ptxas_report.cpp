@@ -14,7 +14,7 @@ namespace flashrtc::detail {
 //   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 //   ptxas info    : Used 168 registers, used 1 barriers, 16 bytes smem, 512 bytes cmem[0]
 // An advisory that ptxas serialized the kernel's wgmma pipeline stands on its own line, before all entries'
-// reports (ptxas 12.x and 13.0 write it there; it is looked for anywhere):
+// reports (where ptxas 13.0 writes it; it is looked for anywhere):
 //   ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to
 //   insufficient register resources for the wgmma pipeline in the function '_Z...'
 ResourceReport parse_ptxas_report(const std::string& log, const std::string& lowered_name) {

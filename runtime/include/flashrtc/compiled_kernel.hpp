@@ -21,8 +21,9 @@ struct ResourceReport {
   /// ptxas could not keep the kernel's wgmma.mma_async instructions pipelined and waits after each one
   /// (about half the tensor-core rate); it says so only in its -v log (advisory C75xx).
   bool wgmma_serialized = false;
-  std::string wgmma_serialized_reason;  ///< ptxas's reason and code, e.g. "insufficient register resources
-                                        ///< ... (C7511)"
+  /// When serialized: ptxas's reason and advisory code, e.g. "insufficient register resources for the wgmma
+  /// pipeline (C7511)"; else empty.
+  std::string wgmma_serialized_reason;
   bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
 };
 
