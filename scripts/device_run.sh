@@ -105,7 +105,7 @@ if [[ " $steps " == *" sass "* ]]; then
   # All disassemblies stay on the machine; those of the unmasked bf16 kernels come back.
   sass=/tmp/flashrtc-sass
   mkdir -p "$sass" "$OUT/sass"
-  for m in "$FLASHRTC_CACHE_DIR"/v2/*/*/meta.json; do
+  for m in "$FLASHRTC_CACHE_DIR"/v3/*/*/meta.json; do
     dir=$(dirname "$m")
     grep -q attention_forward_mma "$m" || continue
     name=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['kernel']; print('%s_d%s_%s_%sx%s_w%s_s%s' % (d['dtype'], d['head_dim'], d['mask'], d['block_m'], d['block_n'], d['warps'], d['stages']))" "$m")

@@ -25,7 +25,7 @@ int main() {
                   flashrtc::to_string(info.source));
 #ifdef FLASHRTC_EXAMPLE_WITH_TOOLS
       // What the disk cache holds now, through the tools library (`flashrtc cache ls` is built on it).
-      for (const flashrtc::CacheEntry& e : flashrtc::tools::sorted_cache_entries(false))
+      for (const flashrtc::CacheEntry& e : flashrtc::tools::sorted_cache_entries())
         std::printf("cached: %s %s d=%d (%s)\n", flashrtc::tools::short_kernel_name(e.kernel).c_str(),
                     e.arch.c_str(), e.head_dim, flashrtc::tools::format_bytes(double(e.size_bytes)).c_str());
 #endif

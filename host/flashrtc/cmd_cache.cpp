@@ -20,22 +20,26 @@ namespace {
 using nlohmann::json;
 
 struct CacheOptions {
-  bool spills = false, json_output = false;
+  bool spills = false, serialized = false, json_output = false;
   std::string key, older_than, max_size;
 };
 
-constexpr const char* kLsFormat = "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s\n";
+constexpr const char* kLsFormat =
+    "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s%s\n";
 
 int execute_ls(const CacheOptions& o) {
-  const std::vector<CacheEntry> entries = tools::sorted_cache_entries(o.spills);
+  const std::vector<CacheEntry> entries =
+      tools::sorted_cache_entries(o.spills       ? tools::CacheEntryFilter::kSpilling
+                                  : o.serialized ? tools::CacheEntryFilter::kWgmmaSerialized
+                                                 : tools::CacheEntryFilter::kAll);
   if (o.json_output) {
     print_json_document(Json(entries));
     return kExitOk;
   }
   std::printf(kLsFormat, "key", "kernel", "dtype", "d", "mask", "tile", "w", "s", "arch", "regs",
-              "spill st/ld", "stack", "smem", "compile", "size", "last used");
+              "spill st/ld", "stack", "smem", "compile", "size", "last used", "");
   std::uint64_t total = 0;
-  int spilling = 0, bad = 0;
+  int spilling = 0, serialized = 0, bad = 0;
   for (const CacheEntry& e : entries) {
     total += e.size_bytes;
     if (!e.problem.empty()) {
@@ -45,6 +49,7 @@ int execute_ls(const CacheOptions& o) {
       continue;
     }
     spilling += e.resources.spills() ? 1 : 0;
+    serialized += e.resources.wgmma_serialized ? 1 : 0;
     const auto n = [](auto value) { return std::to_string(value); };
     char compile[32];
     std::snprintf(compile, sizeof(compile), "%.0f ms", e.compile_ms);
@@ -54,13 +59,15 @@ int execute_ls(const CacheOptions& o) {
                 n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
                 (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
                 n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
-                format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str());
+                format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str(),
+                e.resources.wgmma_serialized ? "  wgmma serialized" : "");
   }
-  if (o.spills)
-    std::printf("%zu spilling entries, %s, in %s\n", entries.size(), format_bytes(double(total)).c_str(),
-                cache_root().string().c_str());
+  if (o.spills || o.serialized)
+    std::printf("%zu %s entries, %s, in %s\n", entries.size(), o.spills ? "spilling" : "wgmma serialized",
+                format_bytes(double(total)).c_str(), cache_root().string().c_str());
   else
-    std::printf("%zu entries (%d spilling%s), %s, in %s\n", entries.size(), spilling,
+    std::printf("%zu entries (%d spilling%s%s), %s, in %s\n", entries.size(), spilling,
+                serialized ? (", " + std::to_string(serialized) + " wgmma serialized").c_str() : "",
                 bad ? (", " + std::to_string(bad) + " bad").c_str() : "", format_bytes(double(total)).c_str(),
                 cache_root().string().c_str());
   return kExitOk;
@@ -190,10 +197,15 @@ Command add_cache_command(CLI::App& parent) {
   CLI::App* ls = app->add_subcommand("ls",
                                      "one row per entry: specialization, registers, spills, shared memory, "
                                      "compile time, size, last use");
-  ls->add_flag("--spills", o->spills, "only entries whose kernel spills registers");
+  CLI::Option* spills = ls->add_flag("--spills", o->spills, "only entries whose kernel spills registers");
+  ls->add_flag("--serialized", o->serialized,
+               "only entries whose wgmma.mma_async instructions ptxas serialized (a wait after each: about "
+               "half the tensor-core rate; marked `wgmma serialized` in the table)")
+      ->excludes(spills);
   ls->add_flag("--json", o->json_output,
                "one JSON document: an array of the entries, every field (key, arch, kernel, specialization, "
-               "registers, spills, smem_bytes, compile_ms, size_bytes, last_used, bad, problem, ...)");
+               "registers, spills, wgmma_serialized, smem_bytes, compile_ms, size_bytes, last_used, bad, "
+               "problem, ...)");
   CLI::App* show = app->add_subcommand("show", "every meta.json field of an entry, and its compile log");
   show->add_flag("--json", o->json_output,
                  "one JSON document {entry (as in ls --json), meta (meta.json as stored), log}");

@@ -49,6 +49,11 @@ void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
   std::printf("from:           %s\n", to_string(info.source));
   if (!info.entry_dir.empty()) std::printf("entry:          %s\n", info.entry_dir.string().c_str());
   if (r.spills()) std::printf("warning: this specialization spills registers to local memory\n");
+  if (r.wgmma_serialized)
+    std::printf(
+        "warning: ptxas serialized this kernel's wgmma.mma_async instructions (%s): a wait after "
+        "each, about half the tensor-core rate\n",
+        r.wgmma_serialized_reason.c_str());
 }
 
 constexpr const char* kRowFormat = "%9s %-5s %4s %-10s %-24s %5s %12s %6s %8s %9s %11s  %-8s %s";
@@ -68,7 +73,8 @@ std::string header_text() {
                   "static", "dyn smem", "compile ms", "from", "family");
 }
 
-// counter: "3/51", the row's place in the whole list; over_margin marks the registers with a '!'.
+// counter: "3/51", the row's place in the whole list; over_margin marks the registers with a '!'. A kernel
+// whose wgmma ptxas serialized says so after its family.
 std::string row_text(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info,
                      bool over_margin = false) {
   const ResourceReport& r = info.resources;
@@ -78,11 +84,12 @@ std::string row_text(const std::string& counter, const ForwardSpec& spec, const 
   char compile_ms[32];
   std::snprintf(compile_ms, sizeof(compile_ms), "%.1f", info.compile_ms);
   return row_text(counter.c_str(), std::string(to_string(spec.dtype)).c_str(), text(spec.head_dim).c_str(),
-                  std::string(to_string(spec.mask)).c_str(), tile.c_str(), (text(r.registers) + (over_margin ? "!" : "")).c_str(),
+                  std::string(to_string(spec.mask)).c_str(), tile.c_str(),
+                  (text(r.registers) + (over_margin ? "!" : "")).c_str(),
                   (text(r.spill_store_bytes) + "/" + text(r.spill_load_bytes)).c_str(),
                   text(r.stack_frame_bytes).c_str(), text(r.static_smem_bytes).c_str(),
-                  text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms,
-                  to_string(info.source), family_of(spec).name.c_str());
+                  text(family_of(spec).smem_bytes(spec)).c_str(), compile_ms, to_string(info.source),
+                  (family_of(spec).name + (r.wgmma_serialized ? "  wgmma serialized" : "")).c_str());
 }
 
 std::string failed_row_text(const std::string& counter, const ForwardSpec& spec) {
@@ -152,7 +159,7 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
     });
 
   std::exception_ptr first_error;
-  std::size_t spilling = 0, failed = 0, over_margin = 0;
+  std::size_t spilling = 0, serialized = 0, failed = 0, over_margin = 0;
   const auto print = [&](const std::string& line) {
     if (progress)
       progress->note(line);
@@ -166,6 +173,7 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
       // Defaults are held to the register margin; tuned tiles were measured on their GPU as they are.
       const bool over = i < defaults && info.resources.registers > kDefaultMaxRegisters;
       spilling += info.resources.spills() ? 1 : 0;
+      serialized += info.resources.wgmma_serialized ? 1 : 0;
       over_margin += over ? 1 : 0;
       if (json)
         print_json_line(row_json(i + 1, specs.size(), specs[i], &info, nullptr));
@@ -192,6 +200,7 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
                  {"ready", specs.size() - failed},
                  {"failed", failed},
                  {"spilling", spilling},
+                 {"wgmma_serialized", serialized},
                  {"over_register_margin", over_margin},
                  {"register_margin", kDefaultMaxRegisters}};
     summary.update(Json(stats));
@@ -201,10 +210,10 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
   } else {
     std::printf(
         "done: %zu of %zu ready, %zu failed (compiled %llu, from disk %llu, from memory %llu); %zu spilling; "
-        "%zu of %zu defaults over the %d-register margin (marked !); cache %s\n",
+        "%zu wgmma serialized; %zu of %zu defaults over the %d-register margin (marked !); cache %s\n",
         specs.size() - failed, specs.size(), failed, static_cast<unsigned long long>(stats.compiles),
         static_cast<unsigned long long>(stats.disk_hits), static_cast<unsigned long long>(stats.memory_hits),
-        spilling, over_margin, defaults, kDefaultMaxRegisters, cache_root().string().c_str());
+        spilling, serialized, over_margin, defaults, kDefaultMaxRegisters, cache_root().string().c_str());
   }
   if (first_error) std::rethrow_exception(first_error);
   return kExitOk;

@@ -89,10 +89,11 @@ int execute_run(const RunOptions& options) {
   const CompiledKernelInfo kernel = compile_forward(spec, arch);
   if (text) std::printf("kernel:   %s\n", kernel.name_expression.c_str());
   if (text)
-    std::printf("          %d registers, spill %d/%d bytes, %zu bytes dynamic smem, compile %.1f ms (%s)\n",
+    std::printf("          %d registers, spill %d/%d bytes%s, %zu bytes dynamic smem, compile %.1f ms (%s)\n",
                 kernel.resources.registers, kernel.resources.spill_store_bytes,
-                kernel.resources.spill_load_bytes, family_of(spec).smem_bytes(spec),
-                kernel.compile_ms, to_string(kernel.source));
+                kernel.resources.spill_load_bytes,
+                kernel.resources.wgmma_serialized ? ", wgmma serialized" : "",
+                family_of(spec).smem_bytes(spec), kernel.compile_ms, to_string(kernel.source));
 
   DeviceBuffer q(tensor_bytes(p, p.seqlen_q, p.heads_q)), k(tensor_bytes(p, p.seqlen_kv, p.heads_kv)),
       v(tensor_bytes(p, p.seqlen_kv, p.heads_kv)), o(tensor_bytes(p, p.seqlen_q, p.heads_q));

@@ -28,7 +28,9 @@ json resources_to_json(const ResourceReport& r) {
           {"spill_load_bytes", r.spill_load_bytes},
           {"stack_frame_bytes", r.stack_frame_bytes},
           {"static_smem_bytes", r.static_smem_bytes},
-          {"barriers", r.barriers}};
+          {"barriers", r.barriers},
+          {"wgmma_serialized", r.wgmma_serialized},
+          {"wgmma_serialized_reason", r.wgmma_serialized_reason}};
 }
 
 ResourceReport resources_from_json(const json& j) {
@@ -39,6 +41,10 @@ ResourceReport resources_from_json(const json& j) {
   r.stack_frame_bytes = json_int(j, "stack_frame_bytes");
   r.static_smem_bytes = json_int(j, "static_smem_bytes");
   r.barriers = json_int(j, "barriers");
+  r.wgmma_serialized = json_bool(j, "wgmma_serialized");
+  r.wgmma_serialized_reason = json_string(j, "wgmma_serialized_reason");
+  if (r.wgmma_serialized_reason.size() > kMaxFieldText)
+    throw std::invalid_argument("wgmma_serialized_reason is longer than " + std::to_string(kMaxFieldText));
   if (j != resources_to_json(r)) throw std::invalid_argument("resources hold fields ptxas does not report");
   return r;
 }

@@ -84,6 +84,13 @@ std::string json_string(const json& object, const char* name) {
   return value.get<std::string>();
 }
 
+bool json_bool(const json& object, const char* name) {
+  const json& value = field(object, name);
+  if (!value.is_boolean())
+    throw std::invalid_argument(std::string(name) + "=" + value_text(value) + ": must be true or false");
+  return value.get<bool>();
+}
+
 double json_number(const json& object, const char* name, double min, double max) {
   const json& value = field(object, name);
   const double number = value.is_number() ? value.get<double>() : std::nan("");

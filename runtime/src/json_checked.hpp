@@ -23,6 +23,8 @@ std::int64_t json_integer(const nlohmann::json& object, const char* name, std::i
 int json_int(const nlohmann::json& object, const char* name, int min = 0);
 // object[name] as a string.
 std::string json_string(const nlohmann::json& object, const char* name);
+// object[name] as a boolean (not 0 or 1, not "true").
+bool json_bool(const nlohmann::json& object, const char* name);
 // object[name] as a finite number from min to max.
 double json_number(const nlohmann::json& object, const char* name, double min, double max);
 

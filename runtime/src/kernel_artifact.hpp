@@ -11,7 +11,8 @@ namespace flashrtc::detail {
 
 // Bumped whenever the on-disk layout or the meta.json schema changes: old entries are then ignored.
 // 2: the NVRTC build in the key, the entry digest over every file and field, bounded reads.
-inline constexpr int kCacheFormatVersion = 2;
+// 3: resources.wgmma_serialized and wgmma_serialized_reason (ptxas's advisory that it serialized wgmma).
+inline constexpr int kCacheFormatVersion = 3;
 
 // Everything that changes the generated code. The key is its digest.
 struct KeyInputs {
@@ -50,6 +51,7 @@ struct KernelArtifact {
 };
 
 // The artifact of request compiled under key: NVRTC's output with ptxas's report parsed.
-KernelArtifact artifact_from_compile(const CompileRequest& request, const std::string& key, NvrtcOutput output);
+KernelArtifact artifact_from_compile(const CompileRequest& request, const std::string& key,
+                                     NvrtcOutput output);
 
 }  // namespace flashrtc::detail

@@ -54,11 +54,16 @@ KernelArtifact compile(const CompileRequest& request, const std::string& key) {
   ++g_compiles;
   log().info("compiled {} for {} in {:.0f} ms ({} registers, key {})", request.inputs.name_expression,
              request.inputs.arch, artifact.compile_ms, artifact.resources.registers, key);
-  // Once, when it is compiled: later loads of the entry stay quiet (`flashrtc cache ls --spills` lists them).
+  // Once, when it is compiled: later loads of the entry stay quiet (`flashrtc cache ls --spills` and
+  // `--serialized` list them).
   if (artifact.resources.spills())
     log().warn("{} for {} spills: {} bytes stored, {} bytes loaded (key {})", request.inputs.name_expression,
                request.inputs.arch, artifact.resources.spill_store_bytes, artifact.resources.spill_load_bytes,
                key);
+  if (artifact.resources.wgmma_serialized)
+    log().warn("{} for {}: ptxas serialized its wgmma.mma_async instructions: {} (key {})",
+               request.inputs.name_expression, request.inputs.arch,
+               artifact.resources.wgmma_serialized_reason, key);
   return artifact;
 }
 

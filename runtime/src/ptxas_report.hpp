@@ -7,7 +7,8 @@
 namespace flashrtc::detail {
 
 // The report lines for `lowered_name`: registers, spill store/load bytes, stack frame, static shared memory,
-// barriers. Throws Error(kInternal) when the log holds no report for that kernel (ptxas -v missing).
+// barriers, and whether ptxas serialized its wgmma pipeline (with the reason it gave). Throws
+// Error(kInternal) when the log holds no report for that kernel (ptxas -v missing).
 ResourceReport parse_ptxas_report(const std::string& log, const std::string& lowered_name);
 
 }  // namespace flashrtc::detail

@@ -1,6 +1,6 @@
 // Every default specialization of the backward's kernel families compiles under NVRTC (no GPU needed) for
-// sm_80 and sm_90a (each family for the archs it runs on), with a ptxas resource report, no spills and a
-// shared-memory plan that fits its archs.
+// sm_80 and sm_90a (each family for the archs it runs on), with a ptxas resource report, no spills, no
+// serialized wgmma and a shared-memory plan that fits its archs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -104,7 +104,8 @@ TEST_CASE("backward tiles: the kernels' own rules refuse what they cannot build,
 }
 
 TEST_CASE(
-    "every default backward specialization compiles for sm_80 and sm_90a without spills (where it runs)") {
+    "every default backward specialization compiles for sm_80 and sm_90a (where it runs) without spills or "
+    "serialized wgmma") {
   test::ConfigOverride config(memory_only_config());
   std::vector<Job> jobs;
   for (const KernelFamily* family : kernel_families()) {
@@ -151,12 +152,13 @@ TEST_CASE(
     CHECK(job.error == "");
     if (!job.info) continue;
     const CompiledKernelInfo& info = *job.info;
-    INFO("registers=" << info.resources.registers
-                      << " stack_frame_bytes=" << info.resources.stack_frame_bytes);
+    INFO("registers=" << info.resources.registers << " stack_frame_bytes=" << info.resources.stack_frame_bytes
+                      << " wgmma serialized: " << info.resources.wgmma_serialized_reason);
     CHECK(info.name_expression == family.name_expression(job.spec));
     CHECK_FALSE(info.lowered_name.empty());
     CHECK(info.resources.registers > 0);
     CHECK(info.resources.spill_store_bytes == 0);
     CHECK(info.resources.spill_load_bytes == 0);
+    CHECK_FALSE(info.resources.wgmma_serialized);
   }
 }

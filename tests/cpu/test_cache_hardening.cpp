@@ -308,6 +308,14 @@ TEST_CASE("entries: an edited field, file or name is a bad entry for load, ls an
     edit_meta([](json& m) { m["resources"]["registers"] = 40; });
     expect_bad_everywhere(request, entry, "entry digest does not match");
   }
+  SUBCASE("wgmma_serialized 1 (not a boolean)") {
+    edit_meta([](json& m) { m["resources"]["wgmma_serialized"] = 1; });
+    expect_bad_everywhere(request, entry, "wgmma_serialized=1: must be true or false");
+  }
+  SUBCASE("wgmma_serialized true (a plausible lie)") {
+    edit_meta([](json& m) { m["resources"]["wgmma_serialized"] = true; });
+    expect_bad_everywhere(request, entry, "entry digest does not match");
+  }
   SUBCASE("smem_bytes -1") {
     edit_meta([](json& m) { m["kernel"]["smem_bytes"] = -1; });
     expect_bad_everywhere(request, entry, "smem_bytes=-1");

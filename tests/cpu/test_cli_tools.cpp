@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_entry_layout.hpp"
 #include "cpu/helpers/cli_process.hpp"
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
@@ -533,7 +534,7 @@ TEST_CASE(
     return;
   }
   const std::string not_writable =
-      "error: 1 entry could not be removed: the cache at " + (cache / "v2").string() + " is not writable";
+      "error: 1 entry could not be removed: the cache at " + (cache / "v3").string() + " is not writable";
   const std::string cannot_remove = "cannot remove " + entry.arch + "/" + entry.key + " (";
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("1 bad (0 removed, 1 not removed)") != std::string::npos);
@@ -597,7 +598,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
     CHECK(doc.at("gpu").at("device").at("arch").get<std::string>().rfind("sm_", 0) == 0);
     CHECK(doc.at("gpu").at("device").at("multiprocessors").get<int>() > 0);
   }
-  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v2").string());
+  CHECK(doc.at("cache").at("dir") == (box.tuning.dir() / "cache" / "v3").string());
   CHECK(doc.at("cache").at("entries") == 0);
   CHECK(doc.at("tuning_db").at("path") == box.tuning.db().string());
   CHECK(doc.at("tuning_db").at("entries") == 0);
@@ -612,7 +613,7 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   // config: the resolution, and the same tile the text output names, tuned or not.
   const std::vector<std::string> config = {"config",     "--json", "--dtype",    "fp16",
                                            "--head-dim", "64",     "--seqlen",   "3000",
-                                           "--arch",     "sm_90", "--gpu-name", "Test GPU"};
+                                           "--arch",     "sm_90",  "--gpu-name", "Test GPU"};
   r = box.run(config);
   REQUIRE(r.exit_code == 0);
   doc = json::parse(r.out);
@@ -779,6 +780,97 @@ std::string flashrtc_on_terminal(const std::vector<std::string>& args,
 }
 
 }  // namespace
+
+TEST_CASE("a kernel whose wgmma ptxas serialized is flagged by compile, compile --all, cache ls and tune") {
+  Sandbox box("flashrtc-cli-serialized");
+  // No built-in kernel is serialized (default_margin holds the defaults to it), so the entries are rewritten
+  // as ptxas's advisory would have made them, with a valid digest: every reader of the cache sees them.
+  const std::vector<std::string> one = {"compile", "--dtype", "fp16", "--head-dim", "64", "--arch", "sm_80"};
+  Result r = box.run(one);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("wgmma") == std::string::npos);
+  // The first quick tuning candidate of the same shape, for tune's table.
+  const TileConfig candidate =
+      tuning_candidates(DType::kFloat16, 64, 4096, 4096, TuneSpace::kQuick, assumed_sm_limits("sm_80")).at(0);
+  std::vector<std::string> with_tile = one;
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, int> >{{"--block-m", candidate.block_m},
+                                                 {"--block-n", candidate.block_n},
+                                                 {"--warps", candidate.warps},
+                                                 {"--stages", candidate.stages}}) {
+    with_tile.push_back(flag);
+    with_tile.push_back(std::to_string(value));
+  }
+  REQUIRE(box.run(with_tile).exit_code == 0);
+  const std::string reason = "insufficient register resources for the function (C7512)";
+  {
+    test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+    for (const CacheEntry& e : list_cache_entries()) {
+      detail::EntryRead read = detail::read_entry(e.dir);
+      REQUIRE(read.artifact.has_value());
+      read.artifact->resources.wgmma_serialized = true;
+      read.artifact->resources.wgmma_serialized_reason = reason;
+      detail::write_entry(e.dir, *read.artifact);
+    }
+  }
+  const std::size_t entries = cache_entry_count();
+  REQUIRE(entries >= 1);
+
+  r = box.run(one);
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "from:") == "from:           disk");
+  CHECK(line_of(r.out, "warning: ptxas serialized") ==
+        "warning: ptxas serialized this kernel's wgmma.mma_async instructions (" + reason +
+            "): a wait after each, about half the tensor-core rate");
+
+  r = box.run({"cache", "ls"});
+  REQUIRE(r.exit_code == 0);
+  INFO("cache ls:\n" << r.out);
+  // The candidate tile may spill on sm_80: --spills keeps its own meaning beside --serialized.
+  const json spilling = json::parse(box.run({"cache", "ls", "--spills", "--json"}).out);
+  for (const json& row : spilling) CHECK(row.at("spills") == true);
+  const std::string counts = std::to_string(entries) + " entries (" + std::to_string(spilling.size()) +
+                             " spilling, " + std::to_string(entries) + " wgmma serialized)";
+  CHECK(r.out.find(counts) != std::string::npos);
+  CHECK(r.out.find("  wgmma serialized\n") != std::string::npos);
+  r = box.run({"cache", "ls", "--serialized"});
+  CHECK(r.out.find(std::to_string(entries) + " wgmma serialized entries") != std::string::npos);
+  const json listed = json::parse(box.run({"cache", "ls", "--serialized", "--json"}).out);
+  REQUIRE(listed.size() == entries);
+  CHECK(listed[0].at("wgmma_serialized") == true);
+  CHECK(listed[0].at("wgmma_serialized_reason") == reason);
+  CHECK(box.run({"cache", "ls", "--spills", "--serialized"}).exit_code == 2);
+
+  // compile --all under FLASHRTC_REQUIRE_CACHED: the cached default is ready, from disk, and counted.
+  const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};
+  r = box.run({"compile", "--all", "--arch", "sm_80", "-j", "2"}, strict);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("  wgmma serialized\n") != std::string::npos);
+  CHECK(r.out.find("; 0 spilling; 1 wgmma serialized; ") != std::string::npos);
+  r = box.run({"compile", "--all", "--json", "--arch", "sm_80", "-j", "2"}, strict);
+  const std::vector<json> lines = json_lines(r.out);
+  REQUIRE(lines.size() >= 2);
+  const json& summary = lines[lines.size() - 2].at("summary");
+  CHECK(summary.at("ready") == 1);
+  CHECK(summary.at("wgmma_serialized") == 1);
+  const auto ready =
+      std::find_if(lines.begin(), lines.end(), [](const json& l) { return l.contains("kernel"); });
+  REQUIRE(ready != lines.end());
+  CHECK(ready->at("kernel").at("wgmma_serialized") == true);
+
+  // tune --dry-run --compile: the cached candidate's row says so, in the table and in the JSON.
+  const fs::path rows_path = box.tuning.dir() / "rows.json";
+  r = box.run({"tune", "--dtype", "fp16", "--head-dim", "64", "--seqlen", "4096", "--dry-run", "--compile",
+               "--arch", "sm_80", "--json", rows_path.string()},
+              strict);
+  CHECK(r.out.find(" wgmma serialized\n") != std::string::npos);
+  const json rows = json::parse(test::read_text(rows_path)).at("rows");
+  const auto compiled =
+      std::find_if(rows.begin(), rows.end(), [](const json& row) { return row.contains("registers"); });
+  REQUIRE(compiled != rows.end());
+  CHECK(compiled->at("wgmma_serialized") == true);
+  CHECK(compiled->at("wgmma_serialized_reason") == reason);
+}
 
 TEST_CASE("compile --all on a terminal: a progress line with N/total, log lines on lines of their own") {
   Sandbox box("flashrtc-cli-progress");

@@ -21,9 +21,9 @@
 #include "cpu/helpers/compile_artifact.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "disk_cache.hpp"
+#include "family_compile.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "family_compile.hpp"
 #include "kernel_artifact.hpp"
 #include "kernel_cache.hpp"
 #include "kernel_sources.hpp"
@@ -319,6 +319,43 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
 }
 
 // ---- damaged entries ------------------------------------------------------------------------------------
+
+TEST_CASE("disk cache: every resource field, the wgmma advisory included, comes back from meta.json") {
+  test::TempDir dir("flashrtc-cache-resources");
+  test::ConfigOverride config(test::config_with_cache_dir(dir.path()));
+  const CompileRequest request = unique_request();
+  KernelArtifact artifact = compile_artifact(request);
+  // What a serialized, spilling Hopper kernel would report (this sm_80 compile has no wgmma).
+  artifact.resources.spill_store_bytes = 24;
+  artifact.resources.spill_load_bytes = 32;
+  artifact.resources.barriers = 3;
+  artifact.resources.wgmma_serialized = true;
+  artifact.resources.wgmma_serialized_reason = "insufficient register resources for the function (C7512)";
+
+  const DiskCache disk(detail::disk_cache_root(dir.path()));
+  const fs::path entry = disk.store(artifact);
+  const nlohmann::json meta = nlohmann::json::parse(test::read_text(entry / "meta.json"));
+  CHECK(meta.at("resources").at("wgmma_serialized") == true);
+  const auto loaded = disk.load(request.inputs);
+  REQUIRE(loaded.has_value());
+  const ResourceReport& r = loaded->resources;
+  CHECK(r.registers == artifact.resources.registers);
+  CHECK(r.spill_store_bytes == 24);
+  CHECK(r.spill_load_bytes == 32);
+  CHECK(r.stack_frame_bytes == artifact.resources.stack_frame_bytes);
+  CHECK(r.static_smem_bytes == artifact.resources.static_smem_bytes);
+  CHECK(r.barriers == 3);
+  CHECK(r.wgmma_serialized);
+  CHECK(r.wgmma_serialized_reason == artifact.resources.wgmma_serialized_reason);
+
+  artifact.resources.wgmma_serialized = false;
+  artifact.resources.wgmma_serialized_reason.clear();
+  disk.store(artifact);
+  const auto clean = disk.load(request.inputs);
+  REQUIRE(clean.has_value());
+  CHECK_FALSE(clean->resources.wgmma_serialized);
+  CHECK(clean->resources.wgmma_serialized_reason.empty());
+}
 
 TEST_CASE("disk cache: damaged, foreign and half-written entries are ignored, and recompiled") {
   test::TempDir dir("flashrtc-cache-damage");

@@ -211,3 +211,132 @@ TEST_CASE("ptxas report: a log without a report for the kernel throws") {
     }
   }
 }
+
+namespace {
+
+// gemm<kTouch>: two wgmma.mma_async into one accumulator. With kTouch an ordinary add writes an accumulator
+// between them, so ptxas cannot keep the pair in flight and serializes them (advisory C7511 with 13.0).
+constexpr const char* kWgmmaProgram = R"(
+#define ACC32(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),       \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),     \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+__device__ __forceinline__ void mma(float (&d)[32], unsigned long long desc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,"
+               "%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %32, p,"
+               " 1, 1, 0, 0;\n}\n"
+               : ACC32(d) : "l"(desc));
+}
+template <bool kTouch>
+__global__ void __launch_bounds__(128) gemm(float* out) {
+  __shared__ alignas(128) char smem[8192];
+  float acc[32];
+  for (int j = 0; j < 32; ++j) acc[j] = out[j];
+  const unsigned long long desc = (reinterpret_cast<unsigned long long>(smem) >> 4) & 0x3FFF;
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  mma(acc, desc);
+  if (kTouch) acc[0] += 1.f;
+  mma(acc, desc + 2);
+  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  for (int j = 0; j < 32; ++j) out[threadIdx.x * 32 + j] = acc[j];
+}
+template __global__ void gemm<false>(float*);
+)";
+
+NvrtcOutput compile_wgmma(const std::string& name_expression) {
+  NvrtcInput input;
+  input.program_name = "wgmma_probe.cu";
+  input.source = kWgmmaProgram;
+  input.name_expression = name_expression;
+  input.options = {"--gpu-architecture=sm_90a", "--std=c++17", "-Xptxas=-v"};
+  return flashrtc::detail::nvrtc_compile(input, "test-" + name_expression);
+}
+
+}  // namespace
+
+TEST_CASE("ptxas report: a real wgmma pipeline broken by an ordinary write is reported serialized") {
+  // One program holds both instantiations, so the log has both entries and the one advisory.
+  const NvrtcOutput out = compile_wgmma("gemm<true>");
+  INFO("log:\n" << out.log);
+  const ResourceReport touched = parse_ptxas_report(out.log, out.lowered_name);
+  CHECK(touched.wgmma_serialized);
+  CHECK(touched.wgmma_serialized_reason.find("(C75") != std::string::npos);
+  // gemm<false>, Itanium-mangled: same log, no advisory of its own.
+  const ResourceReport clean_beside = parse_ptxas_report(out.log, "_Z4gemmILb0EEvPf");
+  CHECK_FALSE(clean_beside.wgmma_serialized);
+  CHECK(clean_beside.wgmma_serialized_reason.empty());
+
+  const NvrtcOutput alone = compile_wgmma("gemm<false>");
+  INFO("log:\n" << alone.log);
+  CHECK_FALSE(parse_ptxas_report(alone.log, alone.lowered_name).wgmma_serialized);
+}
+
+TEST_CASE("ptxas report: the wgmma advisory counts for the kernel it names, wherever it stands") {
+  const std::string entries =
+      "ptxas info    : Compiling entry function 'attn' for 'sm_90a'\n"
+      "ptxas info    : Function properties for attn\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 1 barriers, 16 bytes smem, 512 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'attn_causal' for 'sm_90a'\n"
+      "ptxas info    : Function properties for attn_causal\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 240 registers, used 1 barriers, 16 bytes smem, 512 bytes cmem[0]\n";
+  // The advisory as ptxas 13.0 writes it; reason_and_place ends "for the function" or "in the function".
+  const auto advisory_line = [](const std::string& code, const std::string& reason_and_place,
+                                const std::string& function) {
+    return "ptxas info    : (" + code +
+           ") Potential Performance Loss: wgmma.mma_async instructions are serialized due to " +
+           reason_and_place + " '" + function + "'\n";
+  };
+  const std::string advisory =
+      advisory_line("C7512", "insufficient register resources for the function", "attn_causal");
+
+  SUBCASE("before the entries (where ptxas writes it), after them, or inside the entry's lines") {
+    const std::string inside =
+        entries.substr(0, entries.find("ptxas info    : Compiling entry function 'attn_"));
+    for (const std::string& log : {"ptxas info    : 0 bytes gmem\n" + advisory + entries, entries + advisory,
+                                   inside + advisory + entries.substr(inside.size())}) {
+      INFO("log:\n" << log);
+      const ResourceReport causal = parse_ptxas_report(log, "attn_causal");
+      CHECK(causal.wgmma_serialized);
+      CHECK(causal.wgmma_serialized_reason == "insufficient register resources (C7512)");
+      CHECK(causal.registers == 240);
+      // "attn" is a prefix of the name the advisory gives: not its kernel.
+      const ResourceReport plain = parse_ptxas_report(log, "attn");
+      CHECK_FALSE(plain.wgmma_serialized);
+      CHECK(plain.registers == 168);
+    }
+  }
+  SUBCASE("an advisory for another kernel only") {
+    const std::string log = entries + advisory;
+    CHECK_FALSE(parse_ptxas_report(log, "attn").wgmma_serialized);
+  }
+  SUBCASE("a name the advisory's name ends with is not that name") {
+    const std::string log =
+        entries + advisory_line("C7511",
+                                "insufficient register resources for the wgmma pipeline in the function",
+                                "xattn");
+    CHECK_FALSE(parse_ptxas_report(log, "attn").wgmma_serialized);
+  }
+  SUBCASE("the 'in the function' wording, with its reason") {
+    const std::string log =
+        entries + advisory_line("C7515",
+                                "non wgmma instructions defining accumulator registers of a "
+                                "wgmma between start and end of the pipeline stage in the "
+                                "function",
+                                "attn");
+    const ResourceReport plain = parse_ptxas_report(log, "attn");
+    CHECK(plain.wgmma_serialized);
+    CHECK(plain.wgmma_serialized_reason ==
+          "non wgmma instructions defining accumulator registers of a wgmma between start and end of the "
+          "pipeline stage (C7515)");
+  }
+  SUBCASE("other C75xx advisories (injected waits) are no serialization") {
+    const std::string log =
+        "ptxas info    : (C7517) warpgroup.wait is injected in around line 197 by compiler to allow use of "
+        "registers defined by GMMA in function 'attn'\n" +
+        entries;
+    CHECK_FALSE(parse_ptxas_report(log, "attn").wgmma_serialized);
+  }
+}

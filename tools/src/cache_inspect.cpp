@@ -13,12 +13,13 @@
 
 namespace flashrtc::tools {
 
-std::vector<CacheEntry> sorted_cache_entries(bool spilling_only) {
+std::vector<CacheEntry> sorted_cache_entries(CacheEntryFilter filter) {
   std::vector<CacheEntry> entries = list_cache_entries();
-  if (spilling_only)
-    entries.erase(std::remove_if(entries.begin(), entries.end(),
-                                 [](const CacheEntry& e) { return !e.resources.spills(); }),
-                  entries.end());
+  const auto dropped = [filter](const CacheEntry& e) {
+    if (filter == CacheEntryFilter::kSpilling) return !e.resources.spills();
+    return filter == CacheEntryFilter::kWgmmaSerialized && !e.resources.wgmma_serialized;
+  };
+  entries.erase(std::remove_if(entries.begin(), entries.end(), dropped), entries.end());
   std::sort(entries.begin(), entries.end(), [](const CacheEntry& a, const CacheEntry& b) {
     return std::tie(a.arch, a.kernel, a.dtype, a.head_dim, a.mask, a.tile.block_m, a.tile.block_n,
                     a.tile.warps, a.tile.stages, a.key) < std::tie(b.arch, b.kernel, b.dtype, b.head_dim,

@@ -65,10 +65,10 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
         row.kernel = compile_forward(spec, setup.arch);
         check_fit(setup.limits, row);
         const ResourceReport& r = row.kernel->resources;
-        char text[128];
-        std::snprintf(text, sizeof(text), "%d registers, spill %d/%d bytes, %.0f ms (%s)", r.registers,
-                      r.spill_store_bytes, r.spill_load_bytes, row.kernel->compile_ms,
-                      to_string(row.kernel->source));
+        char text[160];
+        std::snprintf(text, sizeof(text), "%d registers, spill %d/%d bytes%s, %.0f ms (%s)", r.registers,
+                      r.spill_store_bytes, r.spill_load_bytes, r.wgmma_serialized ? ", wgmma serialized" : "",
+                      row.kernel->compile_ms, to_string(row.kernel->source));
         line += row.status == RowStatus::kDoesNotFit ? row.message : text;
       } catch (const Error& e) {
         row.status = RowStatus::kCompileFailed;

@@ -23,6 +23,13 @@ std::string occupancy_text(const TuneRow& row) {
   return text;
 }
 
+// What ptxas warned of: "spills", "wgmma serialized", both, or "" for neither.
+std::string resource_warnings(const ResourceReport* r) {
+  if (!r) return "";
+  if (r->spills() && r->wgmma_serialized) return "spills, wgmma serialized";
+  return r->spills() ? "spills" : r->wgmma_serialized ? "wgmma serialized" : "";
+}
+
 }  // namespace
 
 void print_setup(const TuneSetup& s, std::size_t candidates) {
@@ -67,10 +74,11 @@ void print_candidates(const TuneSetup& s, const std::vector<TuneRow>& rows) {
   for (const TuneRow& row : rows) {
     const ResourceReport* r = row.kernel ? &row.kernel->resources : nullptr;
     const auto n = [](auto v) { return std::to_string(v); };
+    const std::string warnings = resource_warnings(r);
     const std::string status = row.status == RowStatus::kCompileFailed || row.status == RowStatus::kDoesNotFit
                                    ? std::string(to_string(row.status)) + ": " + row.message
-                               : r && r->spills() ? "spills"
-                                                  : "compiled";
+                               : warnings.empty() ? "compiled"
+                                                  : warnings;
     std::printf(kFormat, tile_text(row.tile).c_str(), n(row.threads).c_str(),
                 format_bytes(double(row.smem_bytes)).c_str(), r ? n(r->registers).c_str() : "-",
                 r ? (n(r->spill_store_bytes) + "/" + n(r->spill_load_bytes)).c_str() : "-",
@@ -104,7 +112,10 @@ void print_table(const std::vector<TuneRow>& rows, std::size_t top) {
       std::snprintf(ms, sizeof(ms), "%.4f", row.median_ms);
       std::snprintf(tflops, sizeof(tflops), "%.2f", row.tflops);
     }
-    const std::string status = ok ? "ok" : std::string(to_string(row.status)) + ": " + row.message;
+    const std::string warnings = resource_warnings(r);
+    const std::string status = !ok                ? std::string(to_string(row.status)) + ": " + row.message
+                               : warnings.empty() ? "ok"
+                                                  : "ok, " + warnings;
     std::printf(kFormat, ok ? n(rank).c_str() : "-", tile_text(row.tile).c_str(), ms, tflops,
                 r ? n(r->registers).c_str() : "-",
                 r ? (n(r->spill_store_bytes) + "/" + n(r->spill_load_bytes)).c_str() : "-",

@@ -18,6 +18,12 @@ struct ResourceReport {
   int stack_frame_bytes = 0;  ///< local memory per thread; not a spill by itself
   int static_smem_bytes = 0;
   int barriers = 0;
+  /// ptxas could not keep the kernel's wgmma.mma_async instructions pipelined and waits after each one
+  /// (about half the tensor-core rate); it says so only in its -v log (advisory C75xx).
+  bool wgmma_serialized = false;
+  /// When serialized: ptxas's reason and advisory code, e.g. "insufficient register resources for the wgmma
+  /// pipeline (C7511)"; else empty.
+  std::string wgmma_serialized_reason;
   bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
 };
 

@@ -9,9 +9,12 @@
 
 namespace flashrtc::tools {
 
-/// The cache's entries in table order (arch, kernel, dtype, head dim, mask, tile, key); with spilling_only,
-/// only those whose kernel spills registers.
-std::vector<CacheEntry> sorted_cache_entries(bool spilling_only);
+/// Which entries sorted_cache_entries keeps: all, those whose kernel spills registers, or those whose
+/// wgmma.mma_async instructions ptxas serialized (ResourceReport::wgmma_serialized).
+enum class CacheEntryFilter { kAll, kSpilling, kWgmmaSerialized };
+
+/// The cache's entries in table order (arch, kernel, dtype, head dim, mask, tile, key) that filter keeps.
+std::vector<CacheEntry> sorted_cache_entries(CacheEntryFilter filter = CacheEntryFilter::kAll);
 
 /// "attention_forward_simt" -> "simt": the family is what tells entries apart in a table.
 std::string short_kernel_name(const std::string& kernel);

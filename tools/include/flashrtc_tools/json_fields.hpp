@@ -44,7 +44,9 @@ void to_json(Json& j, const ResourceReport& r) {
            {"spill_load_bytes", r.spill_load_bytes},
            {"spills", r.spills()},
            {"stack_frame_bytes", r.stack_frame_bytes},
-           {"static_smem_bytes", r.static_smem_bytes}};
+           {"static_smem_bytes", r.static_smem_bytes},
+           {"wgmma_serialized", r.wgmma_serialized},
+           {"wgmma_serialized_reason", r.wgmma_serialized_reason}};
 }
 
 /// A forward specialization: {"dtype", "head_dim", "mask", tile fields, "family"}.
