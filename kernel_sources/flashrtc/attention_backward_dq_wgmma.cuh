@@ -15,6 +15,7 @@
 // its products have read the buffer (V after dP, K after dQ). dQ * scale leaves from registers. Every dQ
 // element is one thread's fixed sequence of additions: the same bits on every run.
 #include "flashrtc/backward_params.cuh"
+#include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
@@ -142,22 +143,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const long long group_m0 = m0 + 64 * consumer;
   const int row_local0 = 16 * warp_in_group + lane / 4;  // this lane's rows: +0 and +8, from group_m0
 
-  // lse * log2(e) and D of this lane's two rows, by load_row_stats' conventions: rows past the end and rows
-  // that saw no key get lse_log2 = +inf, so their P is 0.
+  // lse * log2(e) and D of this lane's two rows (row_stats: rows past the end and rows that saw no key get
+  // lse_log2 = +inf, so their P is 0).
   float lse_row[2], d_row[2];
   {
-    constexpr float kLog2e = 1.4426950408889634f;
     const long long row_base = (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const long long row = group_m0 + row_local0 + 8 * h;
-      lse_row[h] = -negative_infinity();
-      d_row[h] = 0.f;
-      if (row < p.seqlen_q) {
-        const float x = p.lse[row_base + row];
-        if (x != negative_infinity()) lse_row[h] = x * kLog2e;
-        d_row[h] = p.d_rows[row_base + row];
-      }
+      const float2 stats =
+          row_stats(p.lse + row_base, p.d_rows + row_base, group_m0 + row_local0 + 8 * h, p.seqlen_q);
+      lse_row[h] = stats.x;
+      d_row[h] = stats.y;
     }
   }
 

@@ -5,8 +5,8 @@
 // One thread block owns block_n keys of one (batch, kv head), 64 per consumer warp group, and visits every
 // (query head of the kv head's group, query block) pair that sees any of its keys, in the order of the mma
 // kernel (attention_backward_mma.cuh). Warp group 0 produces: one thread loads K and V once, then Q and dO
-// of each pair by TMA into a ring of `stages` buffers. Each consumer warp group reads the pair's lse (log2
-// domain) and D into shared memory of its own, then, for its 64 keys:
+// of each pair by TMA into a ring of `stages` buffers. Each consumer warp group reads the pairs' lse (log2
+// domain) and D into shared memory of its own, one pair ahead, and, for its 64 keys:
 //   S^T  = K Q^T      wgmma, K and Q from shared memory (both K-major);
 //   dP^T = V dO^T     wgmma, likewise, committed with S^T;
 //   P^T  = exp2(S^T * scale * log2(e) - lse * log2(e)), masked as the forward;  dS^T = P^T (dP^T - D);
@@ -196,6 +196,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   if (block.total > 0) mbarrier_wait(kv_full, 0);
   const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
   const int n0 = block.n0;
+  // The pairs' lse (log2 domain) and D: thread t of the group reads row t of the next pair from global memory
+  // while this pair's products run, and stores it into the group's own buffer at the start of the next pair.
+  // Two buffers alternate, so the group's barrier of one pair also orders the previous pair's reads before
+  // the next pair's writes.
+  const int stats_row = tid % 128;
+  float2 next_stats{0.f, 0.f};
+  const auto fetch_stats = [&](int head, int m0) {
+    const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
+    if (stats_row < kBlockM)
+      next_stats = row_stats(p.lse + row_base, p.d_rows + row_base, m0 + stats_row, p.seqlen_q);
+  };
+  if (block.total > 0) fetch_stats(block.kv_head * p.kv_group, block.m_begin * kBlockM);
   int pairs = 0;
   block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
     const unsigned q_tile = q_smem + stage * kQBytes;
@@ -210,16 +222,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     issue_scores(acc_dp, v_slice, do_tile);
     wgmma_commit();
 
-    // The pair's lse (log2 domain) and D, read by the group from global memory while its products run, into
-    // the group's own buffer; two buffers alternate, so the group's barrier of one pair also orders the
-    // previous pair's reads before the next pair's writes.
-    float* const lse_log2 = stats(2 * consumer + (pairs++ & 1));
+    float* const lse_log2 = stats(2 * consumer + (pairs & 1));
     const float* const d_rows = lse_log2 + kBlockM;
-    {
-      const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
-      load_row_stats<kBlockM, 128>(lse_log2, lse_log2 + kBlockM, p.lse + row_base, p.d_rows + row_base, m0,
-                                   p.seqlen_q, tid % 128);
-      named_barrier_sync(1 + consumer, 128);
+    if (stats_row < kBlockM) lse_log2[stats_row] = next_stats.x, lse_log2[kBlockM + stats_row] = next_stats.y;
+    named_barrier_sync(1 + consumer, 128);
+    if (++pairs < block.total) {  // the next pair: the next query block, or the next head's first
+      const bool next_head = m0 + kBlockM >= block.num_m_blocks * kBlockM;
+      fetch_stats(next_head ? head + 1 : head, next_head ? block.m_begin * kBlockM : m0 + kBlockM);
     }
     wgmma_wait<1>();
     wgmma_hold(acc_s);

@@ -24,25 +24,28 @@ __device__ __forceinline__ void load_rows_async(unsigned dst, const T* src, long
   }
 }
 
-// lse * log2(e) and D of query rows [row0, row0 + kRows) into lse_log2[] and d[]. Rows past seqlen_q, and
-// rows that saw no key in the forward (lse = -inf), get lse_log2 = +inf: their P = exp2(s - lse_log2) is 0.
-// Thread `thread` of `threads` takes rows thread, thread + threads, ...
+// lse * log2(e) and D of query `row` (x: lse_log2, y: D). Rows past seqlen_q, and rows that saw no key in the
+// forward (lse = -inf), get lse_log2 = +inf: their P = exp2(s - lse_log2) is 0.
+__device__ __forceinline__ float2 row_stats(const float* lse_row, const float* d_row, long long row,
+                                            int seqlen_q) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float2 stats{-negative_infinity(), 0.f};
+  if (row < seqlen_q) {
+    const float x = lse_row[row];
+    if (x != negative_infinity()) stats.x = x * kLog2e;
+    stats.y = d_row[row];
+  }
+  return stats;
+}
+
+// row_stats of query rows [row0, row0 + kRows) into lse_log2[] and d[], by the block's kThreads threads.
 template <int kRows, int kThreads>
 __device__ __forceinline__ void load_row_stats(float* lse_log2, float* d, const float* lse_row,
-                                               const float* d_row, long long row0, int seqlen_q,
-                                               int thread = threadIdx.x) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  for (int r = thread; r < kRows; r += kThreads) {
-    const long long row = row0 + r;
-    float l = -negative_infinity();
-    float dd = 0.f;
-    if (row < seqlen_q) {
-      const float x = lse_row[row];
-      if (x != negative_infinity()) l = x * kLog2e;
-      dd = d_row[row];
-    }
-    lse_log2[r] = l;
-    d[r] = dd;
+                                               const float* d_row, long long row0, int seqlen_q) {
+  for (int r = threadIdx.x; r < kRows; r += kThreads) {
+    const float2 stats = row_stats(lse_row, d_row, row0 + r, seqlen_q);
+    lse_log2[r] = stats.x;
+    d[r] = stats.y;
   }
 }
 
