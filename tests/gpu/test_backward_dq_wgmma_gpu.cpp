@@ -10,7 +10,10 @@
 
 using namespace flashrtc;
 using flashrtc::testing::BackwardCase;
+using flashrtc::testing::BackwardShape;
+using flashrtc::testing::check_backward_case;
 using flashrtc::testing::Layout;
+using flashrtc::testing::make_backward_case;
 
 namespace {
 
@@ -20,34 +23,14 @@ bool on_hopper() {
   return false;
 }
 
-void check(const BackwardCase& c) {
-  const auto result = flashrtc::testing::run_backward_case(c);
-  INFO(result.report);
-  CHECK(result.pass);
-  if (!result.pass) MESSAGE(result.report);
-}
-
-struct Shape {
-  std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
-  Layout layout;
-};
 // GQA and MQA, Nq < Nk and Nq > Nk (rows without keys under the bottom-right mask), lengths 1, 63, 129, 257,
 // several query blocks and key tiles, both layouts.
-constexpr Shape kShapes[] = {
+constexpr BackwardShape kShapes[] = {
     {1, 2, 2, 63, 129, Layout::kBnhd},  {2, 8, 2, 129, 63, Layout::kBhnd}, {1, 3, 1, 257, 257, Layout::kBnhd},
     {1, 1, 1, 1, 1, Layout::kBhnd},     {1, 2, 1, 1, 257, Layout::kBnhd},  {1, 4, 2, 300, 517, Layout::kBhnd},
     {1, 2, 1, 517, 300, Layout::kBnhd},
 };
 constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
-
-BackwardCase make_case(DType dtype, int d, MaskKind mask, const Shape& s) {
-  BackwardCase c;
-  c.dtype = dtype, c.head_dim = d, c.mask = mask;
-  c.batch = s.batch, c.heads_q = s.heads_q, c.heads_kv = s.heads_kv;
-  c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
-  c.layout = s.layout;
-  return c;
-}
 
 }  // namespace
 
@@ -80,21 +63,22 @@ TEST_CASE("bwd-dq-wgmma: dtypes x head dims x masks x shapes, a padded view") {
     for (int d : {64, 96, 128})
       for (MaskKind mask : kMasks) {
         // Three shapes per (dtype, head dim, mask), in rotation: every shape meets every mask and dtype.
-        for (int offset : {0, 2, 4}) cases.push_back(make_case(dtype, d, mask, kShapes[(i + offset) % 7]));
+        for (int offset : {0, 2, 4})
+          cases.push_back(make_backward_case(dtype, d, mask, kShapes[(i + offset) % 7]));
         ++i;
       }
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (MaskKind mask : kMasks) {  // padded views: strides beyond the rows, padding left untouched
-      BackwardCase c = make_case(dtype, 128, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
+      BackwardCase c = make_backward_case(dtype, 128, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
       c.row_pad = 8;
       cases.push_back(c);
     }
-  BackwardCase negative =
-      make_case(DType::kBFloat16, 64, MaskKind::kCausalBottomRight, {1, 4, 2, 77, 65, Layout::kBhnd});
+  BackwardCase negative = make_backward_case(DType::kBFloat16, 64, MaskKind::kCausalBottomRight,
+                                             {1, 4, 2, 77, 65, Layout::kBhnd});
   negative.scale = -0.3f;
   cases.push_back(negative);
   flashrtc::testing::warm_backward_kernels(cases);
-  for (const BackwardCase& c : cases) check(c);
+  for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
 TEST_CASE("bwd-dq-wgmma: its non-default tiles compute the same function") {
@@ -106,7 +90,7 @@ TEST_CASE("bwd-dq-wgmma: its non-default tiles compute the same function") {
   for (const TileConfig& tile : tiles)
     for (int d : {64, 96, 128})
       for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft}) {
-        BackwardCase c = make_case(DType::kBFloat16, d, mask, {1, 4, 1, 150, 370, Layout::kBnhd});
+        BackwardCase c = make_backward_case(DType::kBFloat16, d, mask, {1, 4, 1, 150, 370, Layout::kBnhd});
         c.dq_config = tile;
         if (!find_kernel_family("bwd-dq-wgmma")->check_config(c.dtype, d, tile, kSmemBytesSm90).empty())
           continue;
@@ -114,14 +98,14 @@ TEST_CASE("bwd-dq-wgmma: its non-default tiles compute the same function") {
       }
   REQUIRE(cases.size() >= 24);
   flashrtc::testing::warm_backward_kernels(cases);
-  for (const BackwardCase& c : cases) check(c);
+  for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
 TEST_CASE("bwd-dq-wgmma: deterministic, the same bits on two runs") {
   if (!on_hopper()) return;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (MaskKind mask : kMasks) {
-      BackwardCase c = make_case(dtype, 128, mask, {2, 8, 2, 129, 200, Layout::kBnhd});
+      BackwardCase c = make_backward_case(dtype, 128, mask, {2, 8, 2, 129, 200, Layout::kBnhd});
       c.deterministic = true;
       std::vector<flashrtc::testing::BackwardResult> runs;
       const auto result = flashrtc::testing::run_backward_case(c, 2, &runs);

@@ -12,40 +12,23 @@
 
 using namespace flashrtc;
 using flashrtc::testing::BackwardCase;
+using flashrtc::testing::BackwardShape;
+using flashrtc::testing::check_backward_case;
 using flashrtc::testing::Layout;
+using flashrtc::testing::make_backward_case;
 
 namespace {
-
-void check(const BackwardCase& c) {
-  const auto result = flashrtc::testing::run_backward_case(c);
-  INFO(result.report);
-  CHECK(result.pass);
-  if (!result.pass) MESSAGE(result.report);
-}
 
 constexpr DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
 constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
 
-struct Shape {
-  std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
-  Layout layout;
-};
 // Hq/Hkv in {1, 4, Hq (MQA)}, lengths {1, 63, 129, 257}, Nq < Nk and Nq > Nk (rows without keys under the
 // bottom-right mask), both layouts. Small: the suite stays under a minute with its CPU references.
-constexpr Shape kShapes[] = {
+constexpr BackwardShape kShapes[] = {
     {1, 2, 2, 63, 129, Layout::kBnhd}, {2, 8, 2, 129, 63, Layout::kBhnd}, {1, 3, 1, 257, 257, Layout::kBnhd},
     {1, 1, 1, 1, 1, Layout::kBhnd},    {1, 2, 1, 1, 257, Layout::kBnhd},
 };
-
-BackwardCase make_case(DType dtype, int d, MaskKind mask, const Shape& s) {
-  BackwardCase c;
-  c.dtype = dtype, c.head_dim = d, c.mask = mask;
-  c.batch = s.batch, c.heads_q = s.heads_q, c.heads_kv = s.heads_kv;
-  c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
-  c.layout = s.layout;
-  return c;
-}
 
 bool all_poisoned(const std::vector<unsigned char>& bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0xFF; });
@@ -60,23 +43,25 @@ TEST_CASE("backward matches the reference: dtypes x head dims x masks x shapes")
   for (DType dtype : kDtypes)
     for (int d : kHeadDims)
       for (MaskKind mask : kMasks) {
-        for (int offset : {0, 2}) cases.push_back(make_case(dtype, d, mask, kShapes[(i + offset) % 5]));
+        for (int offset : {0, 2})
+          cases.push_back(make_backward_case(dtype, d, mask, kShapes[(i + offset) % 5]));
         ++i;
       }
   for (DType dtype : kDtypes)
     for (MaskKind mask : kMasks) {  // padded views: strides beyond the rows, padding left untouched
-      BackwardCase c = make_case(dtype, 64, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
+      BackwardCase c = make_backward_case(dtype, 64, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
       c.row_pad = 8;
       cases.push_back(c);
     }
   for (DType dtype : kDtypes)
     for (int d : {8, 40, 200}) {  // odd head dims and a negative scale
-      BackwardCase c = make_case(dtype, d, MaskKind::kCausalBottomRight, {1, 4, 2, 77, 65, Layout::kBhnd});
+      BackwardCase c =
+          make_backward_case(dtype, d, MaskKind::kCausalBottomRight, {1, 4, 2, 77, 65, Layout::kBhnd});
       c.scale = -0.3f;
       cases.push_back(c);
     }
   flashrtc::testing::warm_backward_kernels(cases);
-  for (const BackwardCase& c : cases) check(c);
+  for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
 TEST_CASE("deterministic mode: within tolerance, and the same bits on two runs") {
@@ -84,7 +69,7 @@ TEST_CASE("deterministic mode: within tolerance, and the same bits on two runs")
   for (DType dtype : kDtypes)
     for (int d : {64, 128, 256})
       for (MaskKind mask : kMasks) {
-        BackwardCase c = make_case(dtype, d, mask, {2, 8, 2, 129, 200, Layout::kBnhd});
+        BackwardCase c = make_backward_case(dtype, d, mask, {2, 8, 2, 129, 200, Layout::kBnhd});
         c.deterministic = true;
         cases.push_back(c);
       }
@@ -108,16 +93,17 @@ TEST_CASE("explicit tiles of the main kernel compute the same function") {
   std::vector<BackwardCase> cases;
   for (const TileConfig& tile : tiles)
     for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft}) {
-      BackwardCase c = make_case(DType::kBFloat16, 64, mask, {1, 4, 1, 150, 170, Layout::kBnhd});
+      BackwardCase c = make_backward_case(DType::kBFloat16, 64, mask, {1, 4, 1, 150, 170, Layout::kBnhd});
       c.config = tile;
       cases.push_back(c);
     }
   flashrtc::testing::warm_backward_kernels(cases);
-  for (const BackwardCase& c : cases) check(c);
+  for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
 TEST_CASE("bad inputs: InvalidArgument naming the tensor, gradients untouched") {
-  const BackwardCase c = make_case(DType::kBFloat16, 64, MaskKind::kNone, {1, 2, 1, 63, 129, Layout::kBnhd});
+  const BackwardCase c =
+      make_backward_case(DType::kBFloat16, 64, MaskKind::kNone, {1, 2, 1, 63, 129, Layout::kBnhd});
   const auto in = flashrtc::testing::make_backward_inputs(c);
   flashrtc::testing::BackwardDevice dev(
       c, flashrtc::testing::encode(c.dtype, in.q.values), flashrtc::testing::encode(c.dtype, in.k.values),

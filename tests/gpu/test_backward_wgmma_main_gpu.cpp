@@ -10,7 +10,10 @@
 
 using namespace flashrtc;
 using flashrtc::testing::BackwardCase;
+using flashrtc::testing::BackwardShape;
+using flashrtc::testing::check_backward_case;
 using flashrtc::testing::Layout;
+using flashrtc::testing::make_backward_case;
 
 namespace {
 
@@ -18,32 +21,12 @@ bool on_hopper() {
   return current_device().arch == "sm_90a";
 }
 
-void check(const BackwardCase& c) {
-  const auto result = flashrtc::testing::run_backward_case(c);
-  INFO(result.report);
-  CHECK(result.pass);
-  if (!result.pass) MESSAGE(result.report);
-}
-
-struct Shape {
-  std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
-  Layout layout;
-};
 // GQA and MQA, Nq != Nk both ways (rows without keys under the bottom-right mask), lengths that are no
 // multiple of any tile, a single row, and more query blocks than the ring has stages.
-constexpr Shape kShapes[] = {
+constexpr BackwardShape kShapes[] = {
     {1, 2, 2, 63, 129, Layout::kBnhd}, {2, 8, 2, 129, 63, Layout::kBhnd}, {1, 3, 1, 257, 257, Layout::kBnhd},
     {1, 1, 1, 1, 1, Layout::kBhnd},    {1, 2, 1, 1, 257, Layout::kBnhd},  {1, 4, 4, 600, 333, Layout::kBhnd},
 };
-
-BackwardCase make_case(DType dtype, int d, MaskKind mask, const Shape& s) {
-  BackwardCase c;
-  c.dtype = dtype, c.head_dim = d, c.mask = mask;
-  c.batch = s.batch, c.heads_q = s.heads_q, c.heads_kv = s.heads_kv;
-  c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
-  c.layout = s.layout;
-  return c;
-}
 
 constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight};
 
@@ -76,22 +59,23 @@ TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes"
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128})
       for (MaskKind mask : kMasks) {
-        for (int offset : {0, 2, 4}) cases.push_back(make_case(dtype, d, mask, kShapes[(i + offset) % 6]));
+        for (int offset : {0, 2, 4})
+          cases.push_back(make_backward_case(dtype, d, mask, kShapes[(i + offset) % 6]));
         ++i;
       }
   for (MaskKind mask : kMasks) {  // a padded view: strides beyond the rows, padding left untouched
-    BackwardCase c = make_case(DType::kBFloat16, 128, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
+    BackwardCase c = make_backward_case(DType::kBFloat16, 128, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
     c.row_pad = 8;
     cases.push_back(c);
   }
   {  // a negative scale
-    BackwardCase c =
-        make_case(DType::kFloat16, 64, MaskKind::kCausalBottomRight, {1, 4, 2, 77, 65, Layout::kBhnd});
+    BackwardCase c = make_backward_case(DType::kFloat16, 64, MaskKind::kCausalBottomRight,
+                                        {1, 4, 2, 77, 65, Layout::kBhnd});
     c.scale = -0.3f;
     cases.push_back(c);
   }
   flashrtc::testing::warm_backward_kernels(cases);
-  for (const BackwardCase& c : cases) check(c);
+  for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
 TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs") {
@@ -101,7 +85,7 @@ TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits o
   std::vector<BackwardCase> cases;
   for (const TileConfig& tile : tiles)
     for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft}) {
-      BackwardCase c = make_case(DType::kBFloat16, 64, mask, {1, 4, 1, 300, 410, Layout::kBnhd});
+      BackwardCase c = make_backward_case(DType::kBFloat16, 64, mask, {1, 4, 1, 300, 410, Layout::kBnhd});
       c.config = tile;
       c.deterministic = true;
       cases.push_back(c);

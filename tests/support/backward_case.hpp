@@ -293,4 +293,27 @@ inline BackwardResult run_backward_case(const BackwardCase& c, int runs = 1,
   return result;
 }
 
+// A case's geometry: batch, heads, lengths and layout.
+struct BackwardShape {
+  std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
+  Layout layout;
+};
+
+inline BackwardCase make_backward_case(DType dtype, int d, MaskKind mask, const BackwardShape& s) {
+  BackwardCase c;
+  c.dtype = dtype, c.head_dim = d, c.mask = mask;
+  c.batch = s.batch, c.heads_q = s.heads_q, c.heads_kv = s.heads_kv;
+  c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
+  c.layout = s.layout;
+  return c;
+}
+
+// Runs c once and CHECKs that it passes the tolerance rule, its report on failure.
+inline void check_backward_case(const BackwardCase& c) {
+  const auto result = run_backward_case(c);
+  INFO(result.report);
+  CHECK(result.pass);
+  if (!result.pass) MESSAGE(result.report);
+}
+
 }  // namespace flashrtc::testing

@@ -4,6 +4,7 @@
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
+#include "families/hopper_rules.hpp"
 #include "families/shape_rules.hpp"
 #include "flashrtc/wgmma_backward_dq_shape.cuh"
 
@@ -25,15 +26,7 @@ KernelFamily describe() {
   KernelFamily f;
   f.name = "bwd-dq-wgmma";
   f.operation = Operation::kBackwardDq;
-  f.dtypes = {DType::kFloat16, DType::kBFloat16};
-  f.min_cc = 90;
-  f.max_cc = 90;
-  f.needs_arch_specific = true;
-  f.priority = 20;
-  f.min_head_dim = 64;
-  f.max_head_dim = 128;
-  f.head_dim_multiple = 32;
-  f.needs_traits = kCallTmaStrides;
+  use_hopper_rules(f, 128);
   f.header = "flashrtc/attention_backward_dq_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_backward_dq_wgmma";
   f.template_args = forward_block_template_args();

@@ -7,6 +7,7 @@
 #include "families/attention_tensor_map.hpp"
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
+#include "families/hopper_rules.hpp"
 #include "families/shape_rules.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/wgmma_forward_shape.cuh"
@@ -42,15 +43,7 @@ KernelFamily describe() {
   KernelFamily f;
   f.name = "wgmma";
   f.operation = Operation::kForward;
-  f.dtypes = {DType::kFloat16, DType::kBFloat16};
-  f.min_cc = 90;
-  f.max_cc = 90;
-  f.needs_arch_specific = true;
-  f.priority = 20;
-  f.min_head_dim = 64;
-  f.max_head_dim = 256;
-  f.head_dim_multiple = 32;
-  f.needs_traits = kCallTmaStrides;
+  use_hopper_rules(f, 256);
   f.header = "flashrtc/attention_forward_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_forward_wgmma";
   f.template_args = forward_block_template_args();
