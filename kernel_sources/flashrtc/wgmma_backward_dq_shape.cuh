@@ -3,6 +3,8 @@
 // constexpr arithmetic compiled by NVRTC (the kernel static_asserts invalid_reason() == nullptr) and by the
 // host compiler (config checks, launch sizes).
 
+#include "flashrtc/wgmma_panels.cuh"
+
 namespace flashrtc {
 
 struct WgmmaBackwardDqShape {
@@ -18,11 +20,10 @@ struct WgmmaBackwardDqShape {
   // packed to 16 bits (the A fragments of dQ += dS K), which lives while the next S and dP are computed.
   constexpr int accumulator_registers() const { return head_dim / 2 + block_n + block_n / 4; }
 
-  // Rows of Q, dO, K and V tiles are cut into panels of the swizzle span: 128 bytes (64 elements) when the
-  // head dim is a multiple of 64, else 64 bytes (32 elements: d = 96).
-  constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }
-  constexpr int panel_elements() const { return panel_bytes() / 2; }
-  constexpr int panels() const { return head_dim / panel_elements(); }
+  // Rows are cut into swizzle panels (wgmma_panels.cuh).
+  constexpr int panel_bytes() const { return wgmma_panel_bytes(head_dim); }
+  constexpr int panel_elements() const { return wgmma_panel_elements(head_dim); }
+  constexpr int panels() const { return wgmma_panels(head_dim); }
 
   // One consumer group's Q tile, and as many bytes again for its dO tile.
   constexpr unsigned q_group_bytes() const { return 64u * unsigned(head_dim) * 2u; }

@@ -3,16 +3,19 @@
 // (attention_backward_wgmma.cuh), as constexpr arithmetic compiled by NVRTC (the kernel static_asserts
 // invalid_reason() == nullptr) and by the host compiler (config checks, launch sizes).
 
+#include "flashrtc/wgmma_panels.cuh"
+
 namespace flashrtc {
 
 struct WgmmaBackwardShape {
   int head_dim, block_m, block_n, warps, stages;
 
   constexpr int threads() const { return warps * 32; }
-  // Warp group 0 produces (TMA loads, the query rows' statistics); each other group owns 64 keys (wgmma's M).
+  // Warp group 0 produces (TMA loads); each other group owns 64 keys (wgmma's M).
   constexpr int consumer_groups() const { return warps / 4 - 1; }
   // setmaxnreg budgets per thread: 128 * (40 + 2 * 232) or 128 * (40 + 3 * 152) registers of the SM's 65,536.
-  // The producer keeps 40 (the forward's keeps 24): 24 spilled its walk over the (head, query block) pairs.
+  // The producer keeps 40 (the forward's keeps 24): with 24 its walk over the (head, query block) pairs and a
+  // statistics warp spilled (the statistics now go to the consumers; 24 was not retried).
   constexpr int consumer_registers() const { return consumer_groups() == 2 ? 232 : 152; }
   constexpr int producer_registers() const { return 40; }
   // Per-thread registers of a consumer's operands: dK and dV (64 keys x head_dim each), S^T and dP^T (64 keys
@@ -26,11 +29,10 @@ struct WgmmaBackwardShape {
     return accumulator_registers() + block_m / 4 + 24 <= consumer_registers();
   }
 
-  // Rows are cut into panels of the swizzle span, as in the forward: 128 bytes when the head dim is a
-  // multiple of 64, else 64 bytes (d = 96).
-  constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }
-  constexpr int panel_elements() const { return panel_bytes() / 2; }
-  constexpr int panels() const { return head_dim / panel_elements(); }
+  // Rows are cut into swizzle panels (wgmma_panels.cuh).
+  constexpr int panel_bytes() const { return wgmma_panel_bytes(head_dim); }
+  constexpr int panel_elements() const { return wgmma_panel_elements(head_dim); }
+  constexpr int panels() const { return wgmma_panels(head_dim); }
 
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
   constexpr unsigned q_tile_bytes() const { return unsigned(block_m) * unsigned(head_dim) * 2u; }

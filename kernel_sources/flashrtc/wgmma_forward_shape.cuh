@@ -3,6 +3,8 @@
 // as constexpr arithmetic compiled by NVRTC (the kernel static_asserts invalid_reason() == nullptr) and by
 // the host compiler (config checks, launch sizes).
 
+#include "flashrtc/wgmma_panels.cuh"
+
 namespace flashrtc {
 
 // Whether the kernel runs on a persistent grid for a mask (kernel::Mask's value). Without a mask every work
@@ -26,11 +28,10 @@ struct WgmmaForwardShape {
   // 16 bits, kept for the next step's P V while the following S is computed.
   constexpr int accumulator_registers() const { return head_dim / 2 + block_n / 2 + block_n / 4; }
 
-  // Rows of Q, K, V and O tiles are cut into panels of the swizzle span: 128 bytes (64 elements) when the
-  // head dim is a multiple of 64, else 64 bytes (32 elements: d = 96, 160, 224).
-  constexpr int panel_bytes() const { return head_dim % 64 == 0 ? 128 : 64; }
-  constexpr int panel_elements() const { return panel_bytes() / 2; }
-  constexpr int panels() const { return head_dim / panel_elements(); }
+  // Rows are cut into swizzle panels (wgmma_panels.cuh).
+  constexpr int panel_bytes() const { return wgmma_panel_bytes(head_dim); }
+  constexpr int panel_elements() const { return wgmma_panel_elements(head_dim); }
+  constexpr int panels() const { return wgmma_panels(head_dim); }
 
   constexpr unsigned q_group_bytes() const { return 64u * unsigned(head_dim) * 2u; }
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
