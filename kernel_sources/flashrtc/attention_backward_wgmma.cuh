@@ -252,11 +252,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       }
     }
     unsigned p_frag[kQSteps][4];
-#pragma unroll
-    for (int step = 0; step < kQSteps; ++step)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
+    pack_a_fragments<T>(acc_s, p_frag);
 
     // Where registers allow, dV runs while dS^T is formed.
     if constexpr (kOverlapDv) {
@@ -277,11 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         acc_dp[4 * t + i] = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
     }
     unsigned ds_frag[kQSteps][4];
-#pragma unroll
-    for (int step = 0; step < kQSteps; ++step)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        ds_frag[step][r] = pack2<T>(acc_dp[8 * step + 2 * r], acc_dp[8 * step + 2 * r + 1]);
+    pack_a_fragments<T>(acc_dp, ds_frag);
 
     wgmma_fence();
     if constexpr (!kOverlapDv) issue_gradient(acc_dv, p_frag, do_tile);

@@ -227,12 +227,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
     return moved;
   };
-  const auto pack_p = [&]() {
-#pragma unroll
-    for (int step = 0; step < kPVSteps; ++step)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) p_frag[step][r] = pack2<T>(acc_s[8 * step + 2 * r], acc_s[8 * step + 2 * r + 1]);
-  };
+  const auto pack_p = [&]() { pack_a_fragments<T>(acc_s, p_frag); };
 
   // Ping-pong turns run on across tiles: both groups take num_n_blocks + 1 turns per tile. Group 1 passes
   // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.

@@ -7,9 +7,20 @@
 // row lane / 4 + 8 * ((i / 2) % 2), column 8 * (i / 4) + 2 * (lane % 4) + i % 2. The A operand from
 // registers (the "rs" form) has mma.sync's m16n8k16 A-fragment layout, so an accumulator pair packed to
 // 16 bits is an A register as it stands: the 8 accumulators of columns [16k, 16k + 16) are step k's A.
+#include "flashrtc/mma.cuh"
 #include "flashrtc/wgmma_instructions.cuh"
 
 namespace flashrtc {
+
+// An fp32 accumulator of 16 * kSteps columns packed to 16 bits: frag[k] is step k's A operand of an rs-form
+// wgmma (the layout above).
+template <typename T, int kSteps>
+__device__ __forceinline__ void pack_a_fragments(const float (&acc)[8 * kSteps], unsigned (&frag)[kSteps][4]) {
+#pragma unroll
+  for (int step = 0; step < kSteps; ++step)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) frag[step][r] = pack2<T>(acc[8 * step + 2 * r], acc[8 * step + 2 * r + 1]);
+}
 
 // A panel is a tile's slice of kPanelBytes-wide rows (the swizzle span), rows stored one after the other;
 // a tile of a wider head dim is several panels back to back. 8 rows of a panel form one swizzle atom.
