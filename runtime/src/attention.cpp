@@ -43,7 +43,7 @@ void attention_forward(const ForwardParams& p) {
   LaunchShape shape;
   KernelArgs args;
   call.plan.family->build_launch(call.plan, &p, shape, args);
-  detail::launch_kernel(call.function, shape, static_cast<CUstream>(p.stream), args.pointers);
+  detail::launch_family_kernel(call.function, shape, static_cast<CUstream>(p.stream), args);
 }
 
 }  // namespace flashrtc

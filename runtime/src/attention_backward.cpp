@@ -33,7 +33,7 @@ void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& back
   LaunchShape shape;
   KernelArgs args;
   call.plan.family->build_launch(call.plan, &backward, shape, args);
-  detail::launch_kernel(call.function, shape, stream, args.pointers);
+  detail::launch_family_kernel(call.function, shape, stream, args);
 }
 
 }  // namespace

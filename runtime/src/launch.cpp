@@ -2,8 +2,11 @@
 
 #include <string>
 
+#include <cstring>
+
 #include "driver_api.hpp"
 #include "flashrtc/error.hpp"
+#include "stream_scratch.hpp"
 
 namespace flashrtc::detail {
 
@@ -44,6 +47,22 @@ void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void
   config.numAttrs = shape.cluster[0] != 1 || shape.cluster[1] != 1 || shape.cluster[2] != 1 ? 1 : 0;
   const CUresult status = driver().cuLaunchKernelEx(&config, f, args, nullptr);
   if (status != CUDA_SUCCESS) throw_launch_failure(status, shape);
+}
+
+void launch_family_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, KernelArgs& args) {
+  if (shape.work_counter_arg < 0) return launch_kernel(f, shape, stream, args.pointers);
+  if (shape.work_counter_arg >= args.count)
+    throw Error(ErrorCode::kInternal, "work_counter_arg " + std::to_string(shape.work_counter_arg) +
+                                          " names no kernel parameter (the launch has " +
+                                          std::to_string(args.count) + ")");
+  const Scratch counter = Scratch::on_stream(sizeof(unsigned), stream);
+  const CUresult status = driver().cuMemsetD8Async(counter.data(), 0, sizeof(unsigned), stream);
+  if (status != CUDA_SUCCESS)
+    throw Error(ErrorCode::kDriver, "cannot zero the launch's work counter", "cuMemsetD8Async",
+                driver_status_name(status));
+  void* const pointer = reinterpret_cast<void*>(counter.data());
+  std::memcpy(args.pointers[shape.work_counter_arg], &pointer, sizeof pointer);
+  launch_kernel(f, shape, stream, args.pointers);
 }
 
 }  // namespace flashrtc::detail

@@ -2,6 +2,7 @@
 // Kernel launches through cuLaunchKernelEx: the one launch call of the runtime, cluster dimensions included.
 #include <cuda.h>
 
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/launch_shape.hpp"
 
 namespace flashrtc::detail {
@@ -11,5 +12,10 @@ namespace flashrtc::detail {
 // every call. Throws Error(kDriver) naming cuLaunchKernelEx, its status and the dimensions when the driver
 // refuses the launch; a fault inside the kernel surfaces later, at a synchronization.
 void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void** args);
+
+// A family's launch as its build_launch filled it: where shape.work_counter_arg names a parameter, first
+// allocates a counter on stream (freed there after the launch, stream-ordered), zeroes it there and points
+// the parameter at it; then launch_kernel. Throws Error(kDriver) naming the driver call that failed.
+void launch_family_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, KernelArgs& args);
 
 }  // namespace flashrtc::detail

@@ -246,6 +246,54 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "launch_kernel passes a cluster attribute 
   }
 }
 
+TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work counter gets a zeroed counter of its own") {
+  FakeDriver fake;
+  const CUfunction function = load_function("toy_kernel");
+  Stream stream;
+  const auto cu_stream = static_cast<CUstream>(stream.handle());
+  KernelArgs args;
+  args.push(41);
+  args.push(static_cast<unsigned*>(nullptr));
+  LaunchShape shape = dims(4, 1, 128, 0);
+  shape.work_counter_arg = 1;
+  CUdeviceptr seen = 0;  // the callback runs under the fake's lock: it reads the arguments only
+  fake.on_launch = [&](const test::RecordedLaunch&, void** launch_args) {
+    std::memcpy(&seen, launch_args[1], sizeof seen);
+  };
+
+  SUBCASE("allocated and zeroed on the stream, freed there after the launch") {
+    detail::launch_family_kernel(function, shape, cu_stream, args);
+    REQUIRE(fake.launches().size() == 1);
+    CHECK(seen != 0);
+    const auto events = fake.memory_events();
+    REQUIRE(events.size() == 3);
+    CHECK(events[0].api == "cuMemAllocAsync");
+    CHECK(events[1].api == "cuMemsetD8Async");
+    CHECK(events[1].bytes == sizeof(unsigned));
+    CHECK(events[2].api == "cuMemFreeAsync");
+    for (const test::MemoryEvent& event : events) {
+      CHECK(event.ptr == seen);
+      CHECK(event.stream == cu_stream);
+    }
+    CHECK(fake.live_allocation_bytes() == 0);
+  }
+  SUBCASE("without one, nothing is allocated") {
+    shape.work_counter_arg = -1;
+    detail::launch_family_kernel(function, shape, cu_stream, args);
+    CHECK(fake.launches().size() == 1);
+    CHECK(seen == 0);
+    CHECK(fake.memory_events().empty());
+  }
+  SUBCASE("an index past the parameters is the family's bug") {
+    shape.work_counter_arg = 2;
+    const Error e = expect_error([&] { detail::launch_family_kernel(function, shape, cu_stream, args); });
+    CHECK(e.code() == ErrorCode::kInternal);
+    CHECK(contains(e.message(), "work_counter_arg 2"));
+    CHECK(fake.launches().empty());
+    CHECK(fake.memory_events().empty());
+  }
+}
+
 TEST_CASE_FIXTURE(RestoresRealDriver,
                   "a refused launch is a driver error naming the call, status and dimensions") {
   FakeDriver fake;

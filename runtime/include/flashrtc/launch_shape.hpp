@@ -12,6 +12,9 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   unsigned cluster[3] = {1, 1, 1};  ///< 1 x 1 x 1: launched without a cluster attribute
   unsigned dynamic_smem_bytes = 0;
+  /// The index of a kernel parameter of type `unsigned*` that the runtime points at a 32-bit counter of its
+  /// own, zeroed on the call's stream before the launch (a dynamic tile scheduler's), or -1 for none.
+  int work_counter_arg = -1;
 };
 
 }  // namespace flashrtc

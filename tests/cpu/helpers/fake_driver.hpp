@@ -55,7 +55,7 @@ struct RecordedLaunch {
 };
 
 struct MemoryEvent {
-  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocAsync, cuMemFreeAsync
+  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocAsync, cuMemFreeAsync, cuMemsetD8Async
   CUdeviceptr ptr = 0;
   std::size_t bytes = 0;
   CUstream stream = nullptr;
@@ -238,6 +238,18 @@ class FakeDriver {
     live_bytes_ -= it->second.bytes;
     memory_events_.push_back({api, ptr, it->second.bytes, stream});
     allocations_.erase(it);
+    return CUDA_SUCCESS;
+  }
+
+  // A fill must lie inside one live allocation; the fake holds no contents, so it is only recorded.
+  CUresult fill(const char* api, CUdeviceptr ptr, std::size_t bytes, CUstream stream) {
+    if (const CUresult status = context_check(); status != CUDA_SUCCESS) return status;
+    if (!known_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    auto it = allocations_.upper_bound(ptr);
+    if (it == allocations_.begin()) return CUDA_ERROR_INVALID_VALUE;
+    --it;
+    if (ptr + bytes > it->first + it->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+    memory_events_.push_back({api, ptr, bytes, stream});
     return CUDA_SUCCESS;
   }
 
@@ -502,7 +514,8 @@ class FakeDriver {
     auto fake = enter("cuMemFreeAsync");
     return fake ? fake->release("cuMemFreeAsync", ptr, stream) : CUDA_ERROR_DEINITIALIZED;
   }
-  // The fake holds no memory contents: copies and fills are refused rather than pretended.
+  // The fake holds no memory contents: copies and synchronous fills are refused rather than pretended; a
+  // stream-ordered fill is recorded (fill()), as a launch is.
   static CUresult fake_cuMemcpyHtoD(CUdeviceptr, const void*, std::size_t) {
     auto fake = enter("cuMemcpyHtoD");
     return fake ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_DEINITIALIZED;
@@ -515,9 +528,9 @@ class FakeDriver {
     auto fake = enter("cuMemsetD8");
     return fake ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_DEINITIALIZED;
   }
-  static CUresult fake_cuMemsetD8Async(CUdeviceptr, unsigned char, std::size_t, CUstream) {
+  static CUresult fake_cuMemsetD8Async(CUdeviceptr ptr, unsigned char, std::size_t bytes, CUstream stream) {
     auto fake = enter("cuMemsetD8Async");
-    return fake ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_DEINITIALIZED;
+    return fake ? fake->fill("cuMemsetD8Async", ptr, bytes, stream) : CUDA_ERROR_DEINITIALIZED;
   }
   static CUresult fake_cuPointerGetAttribute(void*, CUpointer_attribute, CUdeviceptr) {
     auto fake = enter("cuPointerGetAttribute");
