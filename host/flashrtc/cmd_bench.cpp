@@ -188,13 +188,10 @@ std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layou
   for (const BenchPoint& point : points) {
     try {
       const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
-      ForwardSpec spec = select_forward_spec(p);
+      select_forward_spec(p);  // the point's checks, as a call makes them
       ConfigQuery query = config_query(p);
       if (op == "bwd") query.operation = Operation::kBackward;  // the tile shown and set is the main kernel's
-      const ConfigResolution resolution = tile.resolve(query, target);
-      spec.tile = resolution.config;
-      spec.family = resolution.family;
-      specs.push_back(spec);
+      specs.push_back(call_kernel_spec(query, tile.resolve(query, target)));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
       throw UsageError(std::string(to_string(point.dtype)) + " " + std::string(to_string(point.mask)) + " " +

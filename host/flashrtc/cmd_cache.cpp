@@ -27,6 +27,16 @@ struct CacheOptions {
 constexpr const char* kLsFormat =
     "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s%s\n";
 
+// What sets an entry apart beyond its columns: a persistent grid (the kernel field "persistent"; an entry
+// without one is the same tile on one block per work tile) and serialized wgmma.
+std::string notes(const CacheEntry& e) {
+  std::string text;
+  for (const auto& [name, value] : e.kernel_fields)
+    if (name == "persistent" && value == "true") text += "  persistent";
+  if (e.resources.wgmma_serialized) text += "  wgmma serialized";
+  return text;
+}
+
 int execute_ls(const CacheOptions& o) {
   const std::vector<CacheEntry> entries =
       tools::sorted_cache_entries(o.spills       ? tools::CacheEntryFilter::kSpilling
@@ -60,7 +70,7 @@ int execute_ls(const CacheOptions& o) {
                 (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
                 n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
                 format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str(),
-                e.resources.wgmma_serialized ? "  wgmma serialized" : "");
+                notes(e).c_str());
   }
   if (o.spills || o.serialized)
     std::printf("%zu %s entries, %s, in %s\n", entries.size(), o.spills ? "spilling" : "wgmma serialized",

@@ -226,16 +226,12 @@ int execute_compile(const CompileOptions& options) {
   parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
   const std::string arch = compile_arch(options.target.arch);
   if (options.all) return compile_all(arch, options.jobs, options.json);
-  ForwardSpec spec;
-  spec.dtype = dtype_from(options.dtype);
-  spec.head_dim = options.head_dim;
-  spec.mask = mask_from(options.mask);
-  // The tile a call of this shape would resolve to on the target of arch; without a length, the one for
+  // The kernel a call of this shape would resolve to on the target of arch; without a length, the one for
   // long sequences, and no tuned entry (they are kept per length).
   ConfigQuery query;
-  query.dtype = spec.dtype;
-  query.head_dim = spec.head_dim;
-  query.mask = spec.mask;
+  query.dtype = dtype_from(options.dtype);
+  query.head_dim = options.head_dim;
+  query.mask = mask_from(options.mask);
   query.seqlen_q = options.seqlen.value_or(0);
   query.seqlen_kv = options.kv_seqlen.value_or(query.seqlen_q);
   TargetOptions for_arch = options.target;
@@ -244,8 +240,7 @@ int execute_compile(const CompileOptions& options) {
   if (!options.seqlen) target.gpu_name.clear();
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
-  spec.tile = resolution.config;
-  spec.family = resolution.family;
+  const ForwardSpec spec = call_kernel_spec(query, resolution);
   const CompiledKernelInfo info = compile_forward(spec, arch);
   if (options.json) {
     print_json_document(

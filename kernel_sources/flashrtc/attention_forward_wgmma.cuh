@@ -2,9 +2,10 @@
 // Forward attention for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: TMA loads, wgmma products and
 // warp specialization (FlashAttention-3's structure).
 //
-// A work tile is block_m query rows of one (batch, head). Without a mask the grid is persistent: each thread
-// block strides over the tiles (wgmma_forward_persistent); under a causal mask each block takes one tile. Warp group 0 is the producer: one
-// thread issues every TMA copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages`
+// A work tile is block_m query rows of one (batch, head). kPersistent, chosen by the host per mask and key
+// length, puts one block per SM: without a mask the blocks stride over the tiles, under a causal mask they
+// claim them from a counter, longest first (tile_scheduler.cuh, wgmma_forward_claims_tiles); otherwise each
+// block takes one tile. Warp group 0 is the producer: one thread claims the tiles and issues every TMA copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages`
 // buffers that runs on across tiles, so the next tile's keys load under this one's epilogue), the other
 // threads give their registers away and leave. Each other warp group consumes 64 query rows:
 //   S = Q K^T     wgmma, both operands from shared memory;
@@ -29,6 +30,7 @@
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/opaque.cuh"
 #include "flashrtc/sm90_async.cuh"
+#include "flashrtc/tile_scheduler.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_forward_shape.cuh"
 
@@ -36,11 +38,14 @@ namespace flashrtc {
 
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = 64 for Q and O, block_n for K and V.
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+// tile_counter: a zeroed counter where the kernel claims tiles (kPersistent under a causal mask), else unused.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kPersistent>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_forward_wgmma(const __grid_constant__ kernel::ForwardParams p,
                             const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
-                            const __grid_constant__ TmaDescriptor v_map, const __grid_constant__ TmaDescriptor o_map) {
+                            const __grid_constant__ TmaDescriptor v_map, const __grid_constant__ TmaDescriptor o_map,
+                            unsigned* tile_counter) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
   constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper forward kernel");
@@ -62,6 +67,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const unsigned k_smem = q_smem + kConsumers * kQGroupBytes;
   const unsigned v_smem = k_smem + kStages * kKVBytes;
   const unsigned barriers = v_smem + kStages * kKVBytes;
+  constexpr TileSchedule kSchedule = !kPersistent                                       ? TileSchedule::kOneTile
+                                     : wgmma_forward_claims_tiles(static_cast<int>(kMask)) ? TileSchedule::kDynamic
+                                                                                           : TileSchedule::kStride;
+  using Tiles = TileScheduler<kSchedule, 128 * kConsumers>;
+  const Tiles tiles{p.num_blocks, tile_counter, barriers + kShape.barrier_bytes()};
   const auto q_full = [&](int group) { return barriers + 8u * group; };
   const auto q_empty = [&](int group) { return barriers + 8u * (kConsumers + group); };
   const auto k_full = [&](int stage) { return barriers + 8u * (2 * kConsumers + stage); };
@@ -75,7 +85,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int warp = tid / 32;
   const int lane = tid % 32;
   using Block = ForwardBlock<T, kBlockM, kBlockN, kMask>;
-  constexpr bool kPersistent = wgmma_forward_persistent(static_cast<int>(kMask));
 
   if (tid == 0) {
     for (int g = 0; g < kConsumers; ++g) {
@@ -99,7 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tma_prefetch_descriptor(k_map);
       tma_prefetch_descriptor(v_map);
       int kv_loads = 0;  // K and V tiles issued so far: the ring's position
-      for_each_tile<kPersistent>(p, [&](int tile, int local) {
+      tiles.produce([&](int tile, int local) {
         const Block block(p, tile);
         const auto load_q = [&]() {
           for (int g = 0; g < kConsumers; ++g) {
@@ -233,7 +242,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.
   if (consumer == 1) pass_turn();
   int kv_reads = 0;  // K and V tiles consumed so far: the ring's position, as the producer counts it
-  for_each_tile<kPersistent>(p, [&](int tile, int local) {
+  tiles.consume([&](int tile, int local) {
     const Block block(p, tile);
     const int num_n_blocks = block.num_n_blocks;
     const long long group_m0 = block.m0 + 64 * consumer;
@@ -299,12 +308,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
     // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
-    // tile, hands it back to the producer. In the persistent loop the addresses come from opaque copies,
-    // computed here per tile.
+    // tile, hands it back to the producer. In a tile loop the addresses come from opaque copies, computed here
+    // per tile.
     const Block out(p, tile);  // recomputed, not held through the main loop, where registers are short
     float* lse_row = out.lse;
-    const int lane_e = kPersistent ? opaque(lane) : lane;
-    const unsigned o_tile = kPersistent ? opaque(q_tile) : q_tile;
+    const int lane_e = Tiles::kLoops ? opaque(lane) : lane;
+    const unsigned o_tile = Tiles::kLoops ? opaque(q_tile) : q_tile;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float l = row_lanes_sum<4>(l_run[h]);
@@ -328,7 +337,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                      out.head, out.batch);
       tma_store_commit();
       tma_store_wait_read();
-      if constexpr (kPersistent) mbarrier_arrive(q_empty(consumer));
+      if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer));
     }
   });
   if (consumer == 0) wait_turn();

@@ -45,15 +45,4 @@ struct ForwardBlock {
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}
 };
 
-// Calls fn(tile, local) for this thread block's work tiles, local counting them from 0: on a persistent grid
-// every gridDim.x-th tile from blockIdx.x, else tile blockIdx.x alone.
-template <bool kPersistent, typename Fn>
-__device__ __forceinline__ void for_each_tile(const kernel::ForwardParams& p, Fn&& fn) {
-  if constexpr (kPersistent) {
-    for (int tile = blockIdx.x, local = 0; tile < p.num_blocks; tile += gridDim.x, ++local) fn(tile, local);
-  } else {
-    fn(static_cast<int>(blockIdx.x), 0);
-  }
-}
-
 }  // namespace flashrtc

@@ -7,12 +7,12 @@
 
 namespace flashrtc {
 
-// Whether the kernel runs on a persistent grid for a mask (kernel::Mask's value). Without a mask every work
-// tile costs the same, and one block per SM striding over the tiles hides each tile's prologue and epilogue
-// under its neighbours' work. Under a causal mask the tiles differ in length: one block per tile, longest
-// first, and the hardware hands the next one to the first SM that frees up (a static stride measured 5-26%
-// slower than that at 8k-16k keys on an H200).
-constexpr bool wgmma_forward_persistent(int mask) { return mask == 0; }
+// How the blocks of a persistent grid (the kernel's kPersistent, which the host chooses per mask and key
+// length) share out the work tiles, for a mask (kernel::Mask's value; tile_scheduler.cuh). Without a mask
+// every tile costs the same and blocks stride over them. Under a causal mask the tiles differ in length, and
+// a block that finishes early claims the next one from a counter, longest first, as the hardware hands out
+// a grid of one block per tile (a static stride measured 5-26% slower than that at 8k-16k keys on an H200).
+constexpr bool wgmma_forward_claims_tiles(int mask) { return mask != 0; }
 
 struct WgmmaForwardShape {
   int head_dim, block_m, block_n, warps, stages;
@@ -37,10 +37,12 @@ struct WgmmaForwardShape {
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
   // mbarriers: Q full and Q empty per consumer group; K full, V full, K empty, V empty per stage.
   constexpr unsigned barrier_bytes() const { return 8u * unsigned(2 * consumer_groups() + 4 * stages); }
+  // The tile scheduler's two slots (tile_scheduler.cuh), after the barriers.
+  static constexpr unsigned kSchedulerBytes = 8;
   // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
   constexpr unsigned smem_bytes() const {
     return 1024u + unsigned(consumer_groups()) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
-           barrier_bytes();
+           barrier_bytes() + kSchedulerBytes;
   }
 
   // nullptr when the kernel can be instantiated with this shape, else which field is wrong and why.

@@ -70,7 +70,7 @@ CUcontext current_context_handle() {
 CallPlan make_plan(const ConfigQuery& query, const ConfigResolution& resolution, const DeviceTarget& target) {
   CallPlan plan;
   plan.family = resolution.family;
-  plan.spec = {query.dtype, query.head_dim, query.mask, resolution.config, resolution.family};
+  plan.spec = call_kernel_spec(query, resolution);
   plan.arch = target.arch.empty() ? "sm_80" : target.arch;
   plan.smem_bytes = plan.family->smem_bytes(plan.spec);
   plan.threads = plan.family->threads(plan.spec);

@@ -166,6 +166,12 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 
 }  // namespace
 
+KernelSpec call_kernel_spec(const ConfigQuery& query, const ConfigResolution& resolution) {
+  KernelSpec spec{query.dtype, query.head_dim, query.mask, resolution.config, resolution.family};
+  spec.persistent = resolution.family && resolution.family->runs_persistent(query.mask, query.seqlen_kv);
+  return spec;
+}
+
 ConfigQuery config_query(const ForwardParams& p) {
   return {p.dtype,        static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward,
           detail::forward_call_traits(p)};

@@ -21,6 +21,7 @@ const char* field_name(TemplateArg arg) {
     case TemplateArg::kWarps: return "warps";
     case TemplateArg::kStages: return "stages";
     case TemplateArg::kMask: return "mask";
+    case TemplateArg::kPersistent: return "persistent";
   }
   return "unknown";
 }
@@ -28,6 +29,7 @@ const char* field_name(TemplateArg arg) {
 nlohmann::json field_value(TemplateArg arg, const KernelSpec& spec, int value) {
   if (arg == TemplateArg::kElementType) return std::string(to_string(spec.dtype));
   if (arg == TemplateArg::kMask) return std::string(to_string(spec.mask));
+  if (arg == TemplateArg::kPersistent) return spec.persistent;
   return value;
 }
 

@@ -148,7 +148,7 @@ TileConfig KernelFamily::default_config(DType dtype, int head_dim, MaskKind mask
                                         std::size_t smem_limit_bytes, std::int64_t seqlen_kv,
                                         std::string_view arch) const {
   const DefaultRow& row = default_row(head_dim, mask);
-  const std::int64_t bucket = seqlen_kv > 0 ? seqlen_bucket(seqlen_kv) : 0;
+  const std::int64_t bucket = seqlen_kv > 0 && seqlen_kv <= kMaxSeqlenBucket ? seqlen_bucket(seqlen_kv) : 0;
   const int cc = arch.empty() ? 80 : parse_arch_cc(arch).value_or(80);
   for (const DefaultCandidate& candidate : row.candidates)
     if (cc >= candidate.min_cc && (candidate.max_cc == 0 || cc <= candidate.max_cc) &&
@@ -175,6 +175,34 @@ std::vector<TileConfig> KernelFamily::default_configs(DType dtype, int head_dim,
   return tiles;
 }
 
+std::vector<KernelSpec> KernelFamily::default_specs(DType dtype, int head_dim, MaskKind mask,
+                                                    std::size_t smem_limit_bytes, std::string_view arch) const {
+  std::vector<KernelSpec> specs;
+  const auto add = [&](std::int64_t seqlen_kv) {
+    KernelSpec spec{dtype, head_dim, mask, default_config(dtype, head_dim, mask, smem_limit_bytes, seqlen_kv, arch),
+                    this};
+    spec.persistent = runs_persistent(mask, seqlen_kv);
+    if (std::none_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
+          return s.tile == spec.tile && s.persistent == spec.persistent;
+        }))
+      specs.push_back(spec);
+  };
+  add(0);
+  // Every bucket: the tile and the grid each change at a bucket boundary.
+  for (std::int64_t bucket = 1; bucket <= kMaxSeqlenBucket / 2; bucket *= 2) add(bucket);
+  return specs;
+}
+
+bool KernelFamily::runs_persistent(MaskKind mask, std::int64_t seqlen_kv) const {
+  if (std::find(template_args.begin(), template_args.end(), TemplateArg::kPersistent) == template_args.end())
+    return false;
+  const std::int64_t bucket = seqlen_kv > 0 && seqlen_kv <= kMaxSeqlenBucket ? seqlen_bucket(seqlen_kv) : 0;
+  return std::any_of(persistent.begin(), persistent.end(), [&](const PersistentRule& rule) {
+    const bool serves = rule.masks.empty() || std::find(rule.masks.begin(), rule.masks.end(), mask) != rule.masks.end();
+    return serves && (rule.max_seqlen_kv_bucket == 0 || (bucket > 0 && bucket <= rule.max_seqlen_kv_bucket));
+  });
+}
+
 int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const {
   int n = 0;
   for (TemplateArg arg : template_args) {
@@ -186,6 +214,7 @@ int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMax
       case TemplateArg::kWarps: values[n] = spec.tile.warps; break;
       case TemplateArg::kStages: values[n] = spec.tile.stages; break;
       case TemplateArg::kMask: values[n] = static_cast<int>(spec.mask); break;
+      case TemplateArg::kPersistent: values[n] = spec.persistent ? 1 : 0; break;
     }
     ++n;
   }
@@ -204,6 +233,7 @@ std::string KernelFamily::name_expression(const KernelSpec& spec) const {
       case TemplateArg::kWarps: text += std::to_string(spec.tile.warps); break;
       case TemplateArg::kStages: text += std::to_string(spec.tile.stages); break;
       case TemplateArg::kMask: text += mask_name_in_kernel(spec.mask); break;
+      case TemplateArg::kPersistent: text += spec.persistent ? "true" : "false"; break;
     }
   }
   return text + ">";

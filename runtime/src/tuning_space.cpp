@@ -141,7 +141,7 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
   const auto add = [&specs](const ForwardSpec& spec) {
     const bool known = std::any_of(specs.begin(), specs.end(), [&](const ForwardSpec& s) {
       return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim && s.mask == spec.mask &&
-             s.tile == spec.tile;
+             s.tile == spec.tile && s.persistent == spec.persistent;
     });
     if (!known) specs.push_back(spec);
   };
@@ -157,8 +157,7 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
         if (!family->serves_head_dim(head_dim)) continue;
         for (MaskKind mask : kMaskKinds) {
           if (!masked && mask != MaskKind::kNone) continue;
-          for (const TileConfig& tile : family->default_configs(dtype, head_dim, mask, smem, arch))
-            add({dtype, head_dim, mask, tile, family});
+          for (const ForwardSpec& spec : family->default_specs(dtype, head_dim, mask, smem, arch)) add(spec);
         }
       }
   }
@@ -169,7 +168,9 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
     const KernelFamily* family = find_kernel_family(entry.key.family);
     if (!family || !family->serves_dtype(entry.key.dtype) || !family->serves_head_dim(entry.key.head_dim)) continue;
     if (!family->check_config(entry.key.dtype, entry.key.head_dim, entry.config, smem).empty()) continue;
-    add({entry.key.dtype, entry.key.head_dim, entry.key.mask, entry.config, family});
+    ForwardSpec spec{entry.key.dtype, entry.key.head_dim, entry.key.mask, entry.config, family};
+    spec.persistent = family->runs_persistent(entry.key.mask, entry.key.seqlen_kv_bucket);
+    add(spec);
   }
   return specs;
 }

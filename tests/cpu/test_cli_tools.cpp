@@ -275,6 +275,39 @@ TEST_CASE("flashrtc config names the default row a mask restriction chose") {
                    0) == 0);
 }
 
+TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them apart") {
+  Sandbox box("flashrtc-cli-persistent");
+  const auto kernel_line = [&](const std::string& seqlen) {
+    const Result r = box.run({"config", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen",
+                              seqlen, "--arch", "sm_90a"});
+    REQUIRE(r.exit_code == 0);
+    return line_of(r.out, "kernel:");
+  };
+  const std::string prefix = "kernel:     flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 64, 128, 128, 12, 2, "
+                             "flashrtc::kernel::Mask::kCausalTopLeft, ";
+  CHECK(kernel_line("1024") == prefix + "true>");
+  CHECK(kernel_line("8192") == prefix + "false>");
+  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen",
+                      "1024", "--arch", "sm_90a"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out).at("specialization").at("persistent") == true);
+
+  for (const char* seqlen : {"1024", "8192"}) {
+    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen", seqlen,
+                 "--arch", "sm_90a"});
+    REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(r.out);
+    CHECK(doc.at("specialization").at("persistent") == (std::string(seqlen) == "1024"));
+    CHECK(doc.at("kernel").at("spills") == false);
+  }
+  r = box.run({"cache", "ls"});
+  REQUIRE(r.exit_code == 0);
+  std::size_t persistent = 0, pos = 0;
+  while ((pos = r.out.find("  persistent\n", pos)) != std::string::npos) ++persistent, ++pos;
+  CHECK(persistent == 1);
+  CHECK(r.out.find("2 entries") != std::string::npos);
+}
+
 TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CACHED refuses to compile") {
   Sandbox box("flashrtc-cli-warm");
   const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};

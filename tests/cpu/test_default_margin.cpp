@@ -33,12 +33,12 @@ struct Job {
 std::string describe(const Job& job) {
   return job.arch + " " + job.spec.family->name + " " + std::string(to_string(job.spec.dtype)) +
          " d=" + std::to_string(job.spec.head_dim) + " " + std::string(to_string(job.spec.mask)) + " " +
-         to_string(job.spec.tile);
+         to_string(job.spec.tile) + (job.spec.persistent ? " persistent" : "");
 }
 
 // For each arch, each family that runs there, each of its dtypes and default rows (at the row's largest head
-// dim, where its tiles hold the most accumulators) and each mask the row serves: every tile default_configs
-// can return for the arch's shared memory, whatever the key length. A row that an earlier one shadows for a
+// dim, where its tiles hold the most accumulators) and each mask the row serves: every kernel default_specs
+// gives for the arch's shared memory (each default tile on each grid it may run on), whatever the key length. A row that an earlier one shadows for a
 // mask (the same head dims, restricted to that mask) is never read for it, so it is not compiled for it.
 std::vector<Job> default_jobs() {
   std::vector<Job> jobs;
@@ -51,11 +51,10 @@ std::vector<Job> default_jobs() {
           if (!family->serves_head_dim(row.max_head_dim)) continue;
           for (MaskKind mask : kMaskKinds) {
             if (!row.serves_mask(mask) || &family->default_row(row.max_head_dim, mask) != &row) continue;
-            for (const TileConfig& tile :
-                 family->default_configs(dtype, row.max_head_dim, mask, smem, arch)) {
+            for (const KernelSpec& spec : family->default_specs(dtype, row.max_head_dim, mask, smem, arch)) {
               Job job;
               job.arch = arch;
-              job.spec = {dtype, row.max_head_dim, mask, tile, family};
+              job.spec = spec;
               jobs.push_back(std::move(job));
             }
           }

@@ -112,6 +112,45 @@ TEST_CASE("the name expression follows the family's template-argument list") {
   CHECK(values[6] == static_cast<int>(MaskKind::kCausalBottomRight));
 }
 
+TEST_CASE("the Hopper family's grid: persistent without a mask, and under a causal mask up to 2048 keys") {
+  const KernelFamily* wgmma = find_kernel_family("wgmma");
+  REQUIRE(wgmma);
+  for (std::int64_t keys : {0, 1, 512, 2048, 2049, 1 << 20}) CHECK(wgmma->runs_persistent(MaskKind::kNone, keys));
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    CHECK(wgmma->runs_persistent(mask, 1));
+    CHECK(wgmma->runs_persistent(mask, 1500));
+    CHECK(wgmma->runs_persistent(mask, 2048));
+    CHECK_FALSE(wgmma->runs_persistent(mask, 2049));
+    CHECK_FALSE(wgmma->runs_persistent(mask, 0));  // unknown: judged long
+  }
+  // The choice is a template argument: the two grids are two kernels, cached apart.
+  KernelSpec spec{DType::kBFloat16, 128, MaskKind::kCausalTopLeft, {128, 128, 12, 2}, wgmma};
+  const std::string one_tile = wgmma->name_expression(spec);
+  spec.persistent = true;
+  CHECK(wgmma->name_expression(spec) ==
+        "flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 128, 128, 128, 12, 2, "
+        "flashrtc::kernel::Mask::kCausalTopLeft, true>");
+  CHECK(one_tile.substr(one_tile.size() - 8) == ", false>");
+  // The call's spec carries it, from the key length the call gives.
+  ConfigQuery query;
+  query.dtype = DType::kBFloat16, query.head_dim = 128, query.mask = MaskKind::kCausalTopLeft;
+  ConfigResolution resolution;
+  resolution.family = wgmma;
+  resolution.config = {128, 128, 12, 2};
+  query.seqlen_kv = 1024;
+  CHECK(call_kernel_spec(query, resolution).persistent);
+  query.seqlen_kv = 8192;
+  CHECK_FALSE(call_kernel_spec(query, resolution).persistent);
+  // A family whose kernel takes no such argument ignores rules: its grid is fixed by its launch.
+  KernelFamily no_argument = *wgmma;
+  no_argument.template_args.pop_back();
+  CHECK_FALSE(no_argument.runs_persistent(MaskKind::kNone, 512));
+  const KernelFamily& mma = portable_family(Operation::kForward, DType::kBFloat16);
+  resolution.family = &mma;
+  query.seqlen_kv = 1024;
+  CHECK_FALSE(call_kernel_spec(query, resolution).persistent);
+}
+
 TEST_CASE("a toy family added through the table alone is selected, compiled, cached, listed, tuned and warmed") {
   test::TempDir dir;
   test::ConfigOverride config(test::config_with_cache_dir(dir.path()));

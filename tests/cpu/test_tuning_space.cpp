@@ -152,7 +152,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   CHECK(std::count_if(all_defaults.begin(), all_defaults.end(),
                       [&](const ForwardSpec& s) { return s.family == &prep; }) == 3 * 5);
   // Every default of every forward family that runs on sm_90a (the Hopper one and the ones calls fall back
-  // to): for long (or unknown) key sequences, and for short ones where that differs.
+  // to): for long (or unknown) key sequences, and for short ones where the tile or the grid differs.
   std::size_t expected = 0;
   for (const KernelFamily* family : kernel_families())
     if (family->operation == Operation::kForward && family->arch_mismatch("sm_90a").empty())
@@ -160,8 +160,26 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
         for (int head_dim : {32, 64, 96, 128, 256})
           if (family->serves_head_dim(head_dim))
             for (MaskKind mask : kMaskKinds)
-              expected += family->default_configs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
+              expected += family->default_specs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
+  // The Hopper family's grids: persistent for every unmasked call; under a causal mask both, the persistent
+  // kernel for short keys (with 128x128 at d=128) and one block per tile for long ones.
+  const KernelFamily* hopper = find_kernel_family("wgmma");
+  REQUIRE(hopper);
+  const auto hopper_warmed = [&](MaskKind mask, const TileConfig& tile, bool persistent) {
+    return std::count_if(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
+      return s.family == hopper && s.dtype == DType::kBFloat16 && s.head_dim == 128 && s.mask == mask &&
+             s.tile == tile && s.persistent == persistent;
+    });
+  };
+  CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, true) == 1);
+  CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, false) == 0);
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, false) == 1);
+    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, true) == 1);  // 2048 keys: the long tile, still persistent
+    CHECK(hopper_warmed(mask, {128, 128, 12, 2}, true) == 1);
+    CHECK(hopper_warmed(mask, {128, 128, 12, 2}, false) == 0);
+  }
   // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.
   const KernelFamily* wgmma = find_kernel_family("wgmma");
   const auto is_default = [&](MaskKind mask, const TileConfig& tile) {

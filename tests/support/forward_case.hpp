@@ -274,4 +274,17 @@ inline CaseResult run_forward_case(const ForwardCase& c) {
   return result;
 }
 
+// Runs c eagerly and captured into a CUDA graph (on c.stream), each against the reference: the replay must
+// give the eager call's bits (same inputs, same kernel; whichever block takes a tile).
+inline void check_graph_replays_eager(ForwardCase c) {
+  c.via_graph = false;
+  const CaseResult eager = run_forward_case(c);
+  c.via_graph = true;
+  const CaseResult replayed = run_forward_case(c);
+  INFO(replayed.report);
+  CHECK(eager.pass);
+  CHECK(replayed.pass);
+  CHECK(replayed.output == eager.output);
+}
+
 }  // namespace flashrtc::testing

@@ -92,6 +92,10 @@ struct ConfigResolution {
 /// longer fits is skipped with a warning.
 FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target);
 
+/// The kernel a call of query runs, once resolved: the resolution's family and tile, on the grid the family
+/// chooses for the call's mask and key length (KernelFamily::runs_persistent).
+FLASHRTC_API KernelSpec call_kernel_spec(const ConfigQuery& query, const ConfigResolution& resolution);
+
 /// The query of a call.
 FLASHRTC_API ConfigQuery config_query(const ForwardParams& params);
 

@@ -52,8 +52,9 @@ inline constexpr unsigned kAllCallTraits = kCallTmaStrides;
 /// "strides a TMA tensor map can describe", for the traits in `missing`.
 FLASHRTC_API std::string call_traits_text(unsigned missing);
 
-/// One template parameter of a family's kernel; a family lists them in the kernel's order.
-enum class TemplateArg : int { kElementType, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask };
+/// One template parameter of a family's kernel; a family lists them in the kernel's order. kPersistent is a
+/// bool: whether the grid is persistent (KernelFamily::persistent decides it per call).
+enum class TemplateArg : int { kElementType, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, kPersistent };
 inline constexpr int kMaxTemplateArgs = 12;
 
 struct KernelFamily;
@@ -66,6 +67,9 @@ struct KernelSpec {
   TileConfig tile;
   /// The family whose kernel this is; null means the portable family for dtype (portable_family()).
   const KernelFamily* family = nullptr;
+  /// A persistent grid (one block per SM taking tiles in turn) rather than one block per work tile: for a
+  /// kernel that takes TemplateArg::kPersistent, as KernelFamily::runs_persistent decides for a call.
+  bool persistent = false;
 };
 
 /// Kernel parameters by value (the driver copies them at launch), in a fixed buffer so a launch allocates
@@ -157,6 +161,16 @@ struct KernelFamily {
   };
   std::vector<DefaultRow> defaults;
 
+  /// For a kernel that takes TemplateArg::kPersistent: the calls that run on a persistent grid. A call does
+  /// where a rule serves its mask and its key-length bucket (seqlen_bucket(Nk)) is at most the rule's bound;
+  /// every other call, one block per work tile.
+  struct PersistentRule {
+    std::vector<MaskKind> masks;             ///< the masks it serves, empty for every mask
+    std::int64_t max_seqlen_kv_bucket = 0;  ///< 0: any key length
+    std::string why;                         ///< the measurement behind it
+  };
+  std::vector<PersistentRule> persistent;
+
   /// The kernel's own rule for a spec (the same constexpr code its static_assert uses): nullptr when it can be
   /// built, else which field is wrong and why.
   const char* (*invalid_reason)(const KernelSpec& spec) = nullptr;
@@ -191,6 +205,14 @@ struct KernelFamily {
   /// Every tile default_config can return for these arguments, whatever the key length; the long one first.
   std::vector<TileConfig> default_configs(DType dtype, int head_dim, MaskKind mask,
                                           std::size_t smem_limit_bytes, std::string_view arch = {}) const;
+  /// Every kernel a call with the default tile may run for these arguments, whatever the key length: the
+  /// tiles of default_configs, each with the grids runs_persistent gives the lengths it serves; the one for
+  /// long (or unknown) sequences first. What a warmed cache holds and the register margin covers.
+  FLASHRTC_API std::vector<KernelSpec> default_specs(DType dtype, int head_dim, MaskKind mask,
+                                                     std::size_t smem_limit_bytes, std::string_view arch = {}) const;
+  /// Whether a call of mask and seqlen_kv keys runs on a persistent grid (see persistent); seqlen_kv <= 0
+  /// means long or unknown. False for a kernel without TemplateArg::kPersistent.
+  FLASHRTC_API bool runs_persistent(MaskKind mask, std::int64_t seqlen_kv) const;
   /// The values of template_args for spec, in order (element type and mask as their enum values).
   int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
   /// "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, flashrtc::kernel::Mask::kNone>".

@@ -9,6 +9,7 @@
 /// Resource fields (registers, spill bytes, ...) sit flat beside the key of the kernel they describe, and a
 /// specialization's tile fields flat beside its dtype, head dim and mask: the shape `cache ls --json` has
 /// always had.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -49,12 +50,17 @@ void to_json(Json& j, const ResourceReport& r) {
            {"wgmma_serialized_reason", r.wgmma_serialized_reason}};
 }
 
-/// A forward specialization: {"dtype", "head_dim", "mask", tile fields, "family"}.
+/// A forward specialization: {"dtype", "head_dim", "mask", tile fields, "family"}, and "persistent" for a
+/// family whose kernel takes it.
 template <class Json, json_detail::IfJson<Json> = 0>
 void to_json(Json& j, const KernelSpec& s) {
   j = json_detail::specialization<Json>(std::string(to_string(s.dtype)), s.head_dim,
                                         std::string(to_string(s.mask)), s.tile);
-  j["family"] = (s.family ? *s.family : portable_family(Operation::kForward, s.dtype, s.head_dim)).name;
+  const KernelFamily& family = s.family ? *s.family : portable_family(Operation::kForward, s.dtype, s.head_dim);
+  j["family"] = family.name;
+  if (std::find(family.template_args.begin(), family.template_args.end(), TemplateArg::kPersistent) !=
+      family.template_args.end())
+    j["persistent"] = s.persistent;
 }
 
 /// {"key", "name_expression", "lowered_name", "arch", resource fields, "compile_ms", "from", "entry_dir"}:
