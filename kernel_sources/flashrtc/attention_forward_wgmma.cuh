@@ -47,13 +47,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                             const __grid_constant__ TmaDescriptor v_map, const __grid_constant__ TmaDescriptor o_map,
                             unsigned* tile_counter) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
-  constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
+  constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, kPersistent};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper forward kernel");
   constexpr int kConsumers = kShape.consumer_groups();
   constexpr int kPanelBytes = kShape.panel_bytes();
   constexpr int kPanelElements = kShape.panel_elements();
   constexpr int kPanels = kShape.panels();
   constexpr unsigned kQGroupBytes = kShape.q_group_bytes();
+  constexpr int kQSlots = kShape.q_slots();
   constexpr unsigned kKVBytes = kShape.kv_tile_bytes();
   constexpr int kSTiles = kBlockN / 8;    // 8-column tiles of S
   constexpr int kOTiles = kHeadDim / 8;   // 8-column tiles of O
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   extern __shared__ unsigned char smem_raw[];
   // Tiles: Q (and later O) [group][panel][64 rows], K and V [stage][panel][block_n rows], then the barriers.
   const unsigned q_smem = (shared_address(smem_raw) + 1023u) & ~1023u;
-  const unsigned k_smem = q_smem + kConsumers * kQGroupBytes;
+  const unsigned k_smem = q_smem + kQSlots * kConsumers * kQGroupBytes;
   const unsigned v_smem = k_smem + kStages * kKVBytes;
   const unsigned barriers = v_smem + kStages * kKVBytes;
   constexpr TileSchedule kSchedule = !kPersistent                                       ? TileSchedule::kOneTile
@@ -72,12 +73,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                                                                                            : TileSchedule::kStride;
   using Tiles = TileScheduler<kSchedule, 128 * kConsumers>;
   const Tiles tiles{p.num_blocks, tile_counter, barriers + kShape.barrier_bytes()};
-  const auto q_full = [&](int group) { return barriers + 8u * group; };
-  const auto q_empty = [&](int group) { return barriers + 8u * (kConsumers + group); };
-  const auto k_full = [&](int stage) { return barriers + 8u * (2 * kConsumers + stage); };
-  const auto v_full = [&](int stage) { return barriers + 8u * (2 * kConsumers + kStages + stage); };
-  const auto k_empty = [&](int stage) { return barriers + 8u * (2 * kConsumers + 2 * kStages + stage); };
-  const auto v_empty = [&](int stage) { return barriers + 8u * (2 * kConsumers + 3 * kStages + stage); };
+  // Q tile `local` of a block goes to slot local % kQSlots, its barriers' phase is (local / kQSlots) & 1.
+  constexpr int kQBarriers = kQSlots * kConsumers;
+  const auto q_full = [&](int group, int slot) { return barriers + 8u * (slot * kConsumers + group); };
+  const auto q_empty = [&](int group, int slot) { return barriers + 8u * (kQBarriers + slot * kConsumers + group); };
+  const auto k_full = [&](int stage) { return barriers + 8u * (2 * kQBarriers + stage); };
+  const auto v_full = [&](int stage) { return barriers + 8u * (2 * kQBarriers + kStages + stage); };
+  const auto k_empty = [&](int stage) { return barriers + 8u * (2 * kQBarriers + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return barriers + 8u * (2 * kQBarriers + 3 * kStages + stage); };
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
   const int tid = threadIdx.x;
@@ -87,10 +90,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   using Block = ForwardBlock<T, kBlockM, kBlockN, kMask>;
 
   if (tid == 0) {
-    for (int g = 0; g < kConsumers; ++g) {
-      mbarrier_init(q_full(g), 1);
-      mbarrier_init(q_empty(g), 1);
-    }
+    for (int slot = 0; slot < kQSlots; ++slot)
+      for (int g = 0; g < kConsumers; ++g) {
+        mbarrier_init(q_full(g, slot), 1);
+        mbarrier_init(q_empty(g, slot), 1);
+      }
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
@@ -111,14 +115,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tiles.produce([&](int tile, int local) {
         const Block block(p, tile);
         const auto load_q = [&]() {
+          const int slot = local % kQSlots;
           for (int g = 0; g < kConsumers; ++g) {
-            mbarrier_wait(q_empty(g), (local & 1) ^ 1);
+            mbarrier_wait(q_empty(g, slot), ((local / kQSlots) & 1) ^ 1);
             // The full box's bytes even where it hangs past the end: TMA counts the zeros it fills in.
-            mbarrier_arrive_expect_tx(q_full(g), kQGroupBytes);
+            mbarrier_arrive_expect_tx(q_full(g, slot), kQGroupBytes);
 #pragma unroll 1
             for (int panel = 0; panel < kPanels; ++panel)
-              tma_load_4d(q_smem + g * kQGroupBytes + panel * 64u * kPanelBytes, q_map, q_full(g),
-                          panel * kPanelElements, static_cast<int>(block.m0) + 64 * g, block.head, block.batch);
+              tma_load_4d(q_smem + (slot * kConsumers + g) * kQGroupBytes + panel * 64u * kPanelBytes, q_map,
+                          q_full(g, slot), panel * kPanelElements, static_cast<int>(block.m0) + 64 * g, block.head,
+                          block.batch);
           }
         };
         if (block.num_n_blocks == 0) load_q();
@@ -149,7 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   registers_increase_to<kShape.consumer_registers()>();
   const int consumer = group - 1;
   const int warp_in_group = warp % 4;
-  const unsigned q_tile = q_smem + consumer * kQGroupBytes;
+  unsigned q_tile = q_smem + consumer * kQGroupBytes;  // the current tile's Q slot
 
   float acc_o[kHeadDim / 2];
   float acc_s[kBlockN / 2];
@@ -253,7 +259,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll
     for (int i = 0; i < kHeadDim / 2; ++i) acc_o[i] = 0.f;
 
-    mbarrier_wait(q_full(consumer), local & 1);
+    const int q_slot = local % kQSlots;
+    if constexpr (kQSlots > 1) q_tile = q_smem + (q_slot * kConsumers + consumer) * kQGroupBytes;
+    mbarrier_wait(q_full(consumer, q_slot), (local / kQSlots) & 1);
     if (num_n_blocks > 0) {
       float alpha[2];
       const auto stage_of = [&](int i) { return (kv_reads + i) % kStages; };
@@ -337,7 +345,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                      out.head, out.batch);
       tma_store_commit();
       tma_store_wait_read();
-      if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer));
+      if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot));
     }
   });
   if (consumer == 0) wait_turn();

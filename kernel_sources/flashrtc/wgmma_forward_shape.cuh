@@ -16,6 +16,10 @@ constexpr bool wgmma_forward_claims_tiles(int mask) { return mask != 0; }
 
 struct WgmmaForwardShape {
   int head_dim, block_m, block_n, warps, stages;
+  bool persistent = false;  // the kernel's kPersistent
+
+  // Shared memory a block may use on sm_90 (227 KiB).
+  static constexpr unsigned kSmemLimitBytes = 232448;
 
   constexpr int threads() const { return warps * 32; }
   // Warp group 0 produces (TMA loads); each other group consumes 64 query rows (wgmma's M).
@@ -35,15 +39,22 @@ struct WgmmaForwardShape {
 
   constexpr unsigned q_group_bytes() const { return 64u * unsigned(head_dim) * 2u; }
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
-  // mbarriers: Q full and Q empty per consumer group; K full, V full, K empty, V empty per stage.
-  constexpr unsigned barrier_bytes() const { return 8u * unsigned(2 * consumer_groups() + 4 * stages); }
+  // mbarriers: Q full and Q empty per consumer group and Q slot; K full, V full, K empty, V empty per stage.
+  constexpr unsigned barrier_bytes(int slots) const {
+    return 8u * unsigned(2 * consumer_groups() * slots + 4 * stages);
+  }
+  constexpr unsigned barrier_bytes() const { return barrier_bytes(q_slots()); }
   // The tile scheduler's two slots (tile_scheduler.cuh), after the barriers.
   static constexpr unsigned kSchedulerBytes = 8;
   // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
-  constexpr unsigned smem_bytes() const {
-    return 1024u + unsigned(consumer_groups()) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
-           barrier_bytes() + kSchedulerBytes;
+  constexpr unsigned smem_bytes(int slots) const {
+    return 1024u + unsigned(consumer_groups() * slots) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
+           barrier_bytes(slots) + kSchedulerBytes;
   }
+  // Q tiles per consumer group: on a persistent grid two where they fit, so the next tile's Q loads while
+  // this one's O (written over its Q) is stored; else one.
+  constexpr int q_slots() const { return persistent && smem_bytes(2) <= kSmemLimitBytes ? 2 : 1; }
+  constexpr unsigned smem_bytes() const { return smem_bytes(q_slots()); }
 
   // nullptr when the kernel can be instantiated with this shape, else which field is wrong and why.
   constexpr const char* invalid_reason() const {

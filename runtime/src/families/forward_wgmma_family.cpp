@@ -17,7 +17,7 @@ namespace flashrtc::detail {
 namespace {
 
 WgmmaForwardShape shape(const KernelSpec& s) {
-  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, s.persistent};
 }
 
 // Persistent (one block per SM, where the plan knows the count) or one block per tile, as the plan's kernel
