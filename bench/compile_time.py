@@ -52,9 +52,12 @@ def summarize(samples):
 def cases(args):
     """(label, compile options) per specialization to time."""
     out = []
+    # A key length picks the call's kernel: on the Hopper family the grid (persistent for short causal calls).
+    lengths = ["--seqlen", str(args.seqlen)] if args.seqlen else []
+    at = f" N={args.seqlen}" if args.seqlen else ""
     for mask in args.masks:
         for d in args.head_dims:
-            out.append((f"{args.dtype} d={d} {mask} default", ["--head-dim", str(d), "--mask", mask]))
+            out.append((f"{args.dtype} d={d} {mask}{at} default", ["--head-dim", str(d), "--mask", mask, *lengths]))
         if args.mma_head_dim:
             out.append((f"{args.dtype} d={args.mma_head_dim} {mask} mma 128x32 w4 s2",
                         ["--head-dim", str(args.mma_head_dim), "--mask", mask, *MMA_TILE]))
@@ -101,6 +104,8 @@ def parse_args(argv):
     p.add_argument("--head-dim", dest="head_dims", default="64,128,256",
                    type=lambda s: [int(x) for x in s.split(",") if x])
     p.add_argument("--mask", dest="masks", default="none", type=lambda s: [x for x in s.split(",") if x])
+    p.add_argument("--seqlen", type=int, default=0,
+                   help="the calls' query and key length (default: none, the kernels of long calls)")
     p.add_argument("--mma-head-dim", type=int, default=128, help="add an mma row at this head dim (0: none)")
     p.add_argument("--reps", type=int, default=3, help="cold compiles per specialization (median and min)")
     p.add_argument("--json", action="store_true", help="one JSON line per specialization instead of a table")

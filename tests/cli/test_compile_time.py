@@ -56,6 +56,13 @@ class Cases(unittest.TestCase):
         self.assertEqual([opts for _, opts in compile_time.cases(args)],
                          [["--head-dim", "128", "--mask", "none"], ["--head-dim", "128", "--mask", "causal"]])
 
+    def test_a_length_goes_to_every_row(self):
+        args = compile_time.parse_args(["--head-dim", "64", "--mask", "causal", "--seqlen", "1024"])
+        self.assertEqual(compile_time.cases(args),
+                         [("bf16 d=64 causal N=1024 default", ["--head-dim", "64", "--mask", "causal", "--seqlen", "1024"]),
+                          ("bf16 d=128 causal mma 128x32 w4 s2",
+                           ["--head-dim", "128", "--mask", "causal", *compile_time.MMA_TILE])])
+
     def test_reps_below_one_is_a_usage_error(self):
         with self.assertRaises(SystemExit):
             compile_time.parse_args(["--reps", "0"])
