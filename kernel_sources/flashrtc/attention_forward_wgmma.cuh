@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int consumer = group - 1;
   const int warp_in_group = warp % 4;
   unsigned q_tile = q_smem + consumer * kQGroupBytes;  // the current tile's Q slot
+  constexpr bool kDeferredHandBack = Tiles::kLoops && kQSlots > 1;
 
   float acc_o[kHeadDim / 2];
   float acc_s[kBlockN / 2];
@@ -262,6 +263,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     const int q_slot = local % kQSlots;
     if constexpr (kQSlots > 1) q_tile = q_smem + (q_slot * kConsumers + consumer) * kQGroupBytes;
     mbarrier_wait(q_full(consumer, q_slot), (local / kQSlots) & 1);
+    // With two Q slots the previous tile's O store is waited for here, under this tile's first products
+    // rather than before them; its slot is next written by the tile after this one.
+    const auto hand_back_previous = [&]() {
+      if constexpr (kDeferredHandBack)
+        if (local > 0 && tid % 128 == 0) {
+          tma_store_wait_read();
+          mbarrier_arrive(q_empty(consumer, (local - 1) % kQSlots));
+        }
+    };
+    if (num_n_blocks == 0) hand_back_previous();
     if (num_n_blocks > 0) {
       float alpha[2];
       const auto stage_of = [&](int i) { return (kv_reads + i) % kStages; };
@@ -270,6 +281,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       wait_turn();
       issue_qk(stage_of(0));
       pass_turn();
+      hand_back_previous();
       wgmma_wait<0>();
       wgmma_hold(acc_s);
       release(k_empty(stage_of(0)));
@@ -316,7 +328,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
     // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
-    // tile, hands it back to the producer. In a tile loop the addresses come from opaque copies, computed here
+    // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the addresses come from opaque copies, computed here
     // per tile.
     const Block out(p, tile);  // recomputed, not held through the main loop, where registers are short
     float* lse_row = out.lse;
@@ -344,10 +356,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         tma_store_4d(o_map, q_tile + panel * 64u * kPanelBytes, panel * kPanelElements, static_cast<int>(group_m0),
                      out.head, out.batch);
       tma_store_commit();
-      tma_store_wait_read();
-      if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot));
+      if constexpr (!kDeferredHandBack) {
+        tma_store_wait_read();
+        if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot));
+      }
     }
   });
+  if (kDeferredHandBack && tid % 128 == 0) tma_store_wait_read();  // the last tile's store
   if (consumer == 0) wait_turn();
 }
 
