@@ -5,9 +5,10 @@
 // A work tile is block_m query rows of one (batch, head). kPersistent, chosen by the host per mask and key
 // length, puts one block per SM: without a mask the blocks stride over the tiles, under a causal mask they
 // claim them from a counter, longest first (tile_scheduler.cuh, wgmma_forward_claims_tiles); otherwise each
-// block takes one tile. Warp group 0 is the producer: one thread claims the tiles and issues every TMA copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages`
-// buffers that runs on across tiles, so the next tile's keys load under this one's epilogue), the other
-// threads give their registers away and leave. Each other warp group consumes 64 query rows:
+// block takes one tile. Warp group 0 is the producer: one thread claims the tiles and issues every TMA copy
+// (per tile Q, then K and V tiles of block_n keys into a ring of `stages` buffers that runs on across tiles,
+// so the next tile's keys load under this one's epilogue), the other threads give their registers away and
+// leave. Each other warp group consumes 64 query rows:
 //   S = Q K^T     wgmma, both operands from shared memory;
 //   softmax       running max and sum per row in registers, exp2 with the scale folded in;
 //   O += P V      wgmma with P from registers (S's accumulators packed to 16 bits are its A fragments) and
@@ -328,8 +329,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
     // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
-    // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the addresses come from opaque copies, computed here
-    // per tile.
+    // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the
+    // addresses come from opaque copies, computed here per tile.
     const Block out(p, tile);  // recomputed, not held through the main loop, where registers are short
     float* lse_row = out.lse;
     const int lane_e = Tiles::kLoops ? opaque(lane) : lane;

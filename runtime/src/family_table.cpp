@@ -46,6 +46,14 @@ const char* mask_name_in_kernel(MaskKind mask) {
   throw Error(ErrorCode::kInvalidArgument, "mask=" + std::to_string(static_cast<int>(mask)) + ": unknown mask kind");
 }
 
+// A rule's masks: empty for every mask.
+bool lists_mask(const std::vector<MaskKind>& masks, MaskKind mask) {
+  return masks.empty() || std::find(masks.begin(), masks.end(), mask) != masks.end();
+}
+
+// A call's key-length bucket, 0 for a length not known (<= 0), which the rules judge as long.
+std::int64_t key_bucket(std::int64_t seqlen_kv) { return seqlen_kv > 0 ? seqlen_bucket(seqlen_kv) : 0; }
+
 }  // namespace
 
 const char* to_string(Operation op) {
@@ -108,9 +116,7 @@ std::vector<TileConfig> KernelFamily::config_space(DType dtype, int head_dim, st
   return space;
 }
 
-bool KernelFamily::DefaultRow::serves_mask(MaskKind mask) const {
-  return masks.empty() || std::find(masks.begin(), masks.end(), mask) != masks.end();
-}
+bool KernelFamily::DefaultRow::serves_mask(MaskKind mask) const { return lists_mask(masks, mask); }
 
 std::string KernelFamily::DefaultRow::text() const {
   std::string text = "d<=" + std::to_string(max_head_dim);
@@ -148,7 +154,7 @@ TileConfig KernelFamily::default_config(DType dtype, int head_dim, MaskKind mask
                                         std::size_t smem_limit_bytes, std::int64_t seqlen_kv,
                                         std::string_view arch) const {
   const DefaultRow& row = default_row(head_dim, mask);
-  const std::int64_t bucket = seqlen_kv > 0 && seqlen_kv <= kMaxSeqlenBucket ? seqlen_bucket(seqlen_kv) : 0;
+  const std::int64_t bucket = key_bucket(seqlen_kv);
   const int cc = arch.empty() ? 80 : parse_arch_cc(arch).value_or(80);
   for (const DefaultCandidate& candidate : row.candidates)
     if (cc >= candidate.min_cc && (candidate.max_cc == 0 || cc <= candidate.max_cc) &&
@@ -194,12 +200,11 @@ std::vector<KernelSpec> KernelFamily::default_specs(DType dtype, int head_dim, M
 }
 
 bool KernelFamily::runs_persistent(MaskKind mask, std::int64_t seqlen_kv) const {
-  if (std::find(template_args.begin(), template_args.end(), TemplateArg::kPersistent) == template_args.end())
-    return false;
-  const std::int64_t bucket = seqlen_kv > 0 && seqlen_kv <= kMaxSeqlenBucket ? seqlen_bucket(seqlen_kv) : 0;
+  if (!takes(TemplateArg::kPersistent)) return false;
+  const std::int64_t bucket = key_bucket(seqlen_kv);
   return std::any_of(persistent.begin(), persistent.end(), [&](const PersistentRule& rule) {
-    const bool serves = rule.masks.empty() || std::find(rule.masks.begin(), rule.masks.end(), mask) != rule.masks.end();
-    return serves && (rule.max_seqlen_kv_bucket == 0 || (bucket > 0 && bucket <= rule.max_seqlen_kv_bucket));
+    return lists_mask(rule.masks, mask) &&
+           (rule.max_seqlen_kv_bucket == 0 || (bucket > 0 && bucket <= rule.max_seqlen_kv_bucket));
   });
 }
 

@@ -1,8 +1,7 @@
 #include "launch.hpp"
 
-#include <string>
-
 #include <cstring>
+#include <string>
 
 #include "driver_api.hpp"
 #include "flashrtc/error.hpp"

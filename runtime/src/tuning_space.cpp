@@ -150,8 +150,7 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
   // Every operation's families (the backward's kernels included); a kernel without a mask argument once.
   for (const KernelFamily* family : kernel_families()) {
     if (!family->arch_mismatch(arch).empty()) continue;
-    const bool masked = std::find(family->template_args.begin(), family->template_args.end(),
-                                  TemplateArg::kMask) != family->template_args.end();
+    const bool masked = family->takes(TemplateArg::kMask);
     for (DType dtype : family->dtypes)
       for (int head_dim : {32, 64, 96, 128, 256}) {
         if (!family->serves_head_dim(head_dim)) continue;

@@ -31,8 +31,7 @@ struct Job {
 };
 
 bool has_mask_argument(const KernelFamily& family) {
-  return std::find(family.template_args.begin(), family.template_args.end(), TemplateArg::kMask) !=
-         family.template_args.end();
+  return family.takes(TemplateArg::kMask);
 }
 
 RuntimeConfig memory_only_config() {

@@ -183,6 +183,12 @@ struct KernelFamily {
   void (*build_launch)(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) = nullptr;
 
   bool serves_dtype(DType dtype) const;
+  /// Whether the kernel template has this parameter.
+  bool takes(TemplateArg arg) const {
+    for (TemplateArg a : template_args)
+      if (a == arg) return true;
+    return false;
+  }
   bool serves_head_dim(int head_dim) const;
   /// Empty when the family can run on arch ("sm_90a"; empty means any GPU flashrtc targets, judged as sm_80),
   /// else why not.

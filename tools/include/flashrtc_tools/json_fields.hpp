@@ -9,7 +9,6 @@
 /// Resource fields (registers, spill bytes, ...) sit flat beside the key of the kernel they describe, and a
 /// specialization's tile fields flat beside its dtype, head dim and mask: the shape `cache ls --json` has
 /// always had.
-#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -58,9 +57,7 @@ void to_json(Json& j, const KernelSpec& s) {
                                         std::string(to_string(s.mask)), s.tile);
   const KernelFamily& family = s.family ? *s.family : portable_family(Operation::kForward, s.dtype, s.head_dim);
   j["family"] = family.name;
-  if (std::find(family.template_args.begin(), family.template_args.end(), TemplateArg::kPersistent) !=
-      family.template_args.end())
-    j["persistent"] = s.persistent;
+  if (family.takes(TemplateArg::kPersistent)) j["persistent"] = s.persistent;
 }
 
 /// {"key", "name_expression", "lowered_name", "arch", resource fields, "compile_ms", "from", "entry_dir"}:
