@@ -208,6 +208,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(bar);
   };
+  // The lane's two rows go through the softmax together, each in two chains (online_softmax.cuh), except at
+  // d = 64 without a mask, where the exponentials bound the kernel: one row after the other keeps the MUFU
+  // busy under the next row's max. On an H200 together ran 1-5% faster at d = 96 and 128 and at d = 64
+  // causal, within 1.5% either way at d = 256, and 3-4% slower at d = 64 without a mask (A/B over the grid:
+  // docs/measurements/issue9/softmax_rows.md).
+  constexpr int kSoftmaxRows = kHeadDim == 64 && kMask == kernel::Mask::kNone ? 1 : 2;  // and chains per row
   // Scales, masks and exponentiates S of the key tile at n0 in place (this lane's rows are row0 and row0 + 8
   // of the group's 64 from group_m0); returns whether some row's maximum moved, and each row's O rescale
   // factor. Tiles without a mask fold the scale into the exponent. Key tiles go from the last to the first,
@@ -234,15 +240,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
             if (8 * t + e > limit) acc_s[4 * t + 2 * h + e] = negative_infinity();
       }
     }
-    bool moved = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const SoftmaxStep step = online_softmax_step_unscaled<4, kBlockN / 4>(
-          m_run[h], l_run[h], scale, [&](int j) -> float& { return acc_s[4 * (j / 2) + 2 * h + j % 2]; });
-      alpha[h] = step.alpha;
-      moved |= step.max_moved;
-    }
-    return moved;
+    return online_softmax_rows_unscaled<kSoftmaxRows, kSoftmaxRows, 4, kBlockN / 4>(
+        m_run, l_run, scale, [&](int h, int j) -> float& { return acc_s[4 * (j / 2) + 2 * h + j % 2]; }, alpha);
   };
   const auto pack_p = [&]() { pack_a_fragments<T>(acc_s, p_frag); };
 

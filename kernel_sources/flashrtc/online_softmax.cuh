@@ -67,37 +67,77 @@ __device__ __forceinline__ SoftmaxStep online_softmax_step(float& m, float& l, S
   return step;
 }
 
-// As online_softmax_step, for scores not yet multiplied by the softmax scale (log2 domain): the scale goes
-// into the exponent, one FFMA per score instead of a multiply and a subtract, and m stays scaled. The row's
-// largest scaled score is scale * max for scale >= 0, scale * min below. Raw scores must be finite (masked
-// tiles are scaled and masked by the caller, which then passes scale = 1).
-template <int kLanes, int kCols, typename Score>
-__device__ __forceinline__ SoftmaxStep online_softmax_step_unscaled(float& m, float& l, float scale, Score&& score) {
-  float row_max;
-  if (scale >= 0.f) {
-    float x = negative_infinity();
+// As online_softmax_step, for kRows rows (score(r, j) is row r's j-th score) not yet multiplied by the
+// softmax scale (log2 domain): the scale goes into the exponent, one FFMA per score instead of a multiply and
+// a subtract, and m stays scaled. The row's largest scaled score is scale * max for scale >= 0, scale * min
+// below. Raw scores must be finite (masked tiles are scaled and masked by the caller, which then passes
+// scale = 1). alpha[r] receives row r's O rescale factor; returns whether some row's max moved.
+// Rows go kTogether at a time, each row's max and sum in kChains independent chains, interleaved: shorter
+// dependent FMNMX / FADD chains for the scheduler to wait on, at the cost of keeping every row's exponentials
+// behind every row's max. Which pays depends on the kernel (attention_forward_wgmma.cuh measures it).
+template <int kTogether, int kChains, int kLanes, int kCols, int kRows, typename Score>
+__device__ __forceinline__ bool online_softmax_rows_unscaled(float (&m)[kRows], float (&l)[kRows], float scale,
+                                                             Score&& score, float (&alpha)[kRows]) {
+  static_assert(kRows % kTogether == 0, "rows go kTogether at a time");
+  static_assert(kChains >= 1 && kChains <= kCols && (kChains & (kChains - 1)) == 0, "kChains: a power of two <= kCols");
+  bool moved = false;
 #pragma unroll
-    for (int j = 0; j < kCols; ++j) x = fmaxf(x, score(j));
-    row_max = row_lanes_max<kLanes>(x) * scale;
-  } else {
-    float x = -negative_infinity();
+  for (int r0 = 0; r0 < kRows; r0 += kTogether) {
+    float part[kTogether][kChains];
+    const auto reduce = [&](auto op) {
 #pragma unroll
-    for (int j = 0; j < kCols; ++j) x = fminf(x, score(j));
-    row_max = row_lanes_min<kLanes>(x) * scale;
+      for (int c = 0; c < kChains; ++c)
+#pragma unroll
+        for (int r = 0; r < kTogether; ++r) part[r][c] = score(r0 + r, c);
+#pragma unroll
+      for (int j = kChains; j < kCols; ++j)
+#pragma unroll
+        for (int r = 0; r < kTogether; ++r) part[r][j % kChains] = op(part[r][j % kChains], score(r0 + r, j));
+#pragma unroll
+      for (int w = kChains / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int c = 0; c < w; ++c)
+#pragma unroll
+          for (int r = 0; r < kTogether; ++r) part[r][c] = op(part[r][c], part[r][c + w]);
+#pragma unroll
+      for (int offset = 1; offset < kLanes; offset *= 2)
+#pragma unroll
+        for (int r = 0; r < kTogether; ++r)
+          part[r][0] = op(part[r][0], __shfl_xor_sync(0xffffffffu, part[r][0], offset));
+    };
+    if (scale >= 0.f)
+      reduce([](float x, float y) { return fmaxf(x, y); });
+    else
+      reduce([](float x, float y) { return fminf(x, y); });
+    float m_use[kTogether];
+#pragma unroll
+    for (int r = 0; r < kTogether; ++r) {
+      float& row_m = m[r0 + r];
+      const float m_new = fmaxf(row_m, part[r][0] * scale);
+      // A row with no visible key yet keeps m = -inf; subtracting 0 instead keeps exp2 at 0 rather than NaN.
+      m_use[r] = m_new == negative_infinity() ? 0.f : m_new;
+      alpha[r0 + r] = fast_exp2(row_m - m_use[r]);
+      moved |= m_new != row_m;
+      row_m = m_new;
+    }
+#pragma unroll
+    for (int j = 0; j < kCols; ++j)
+#pragma unroll
+      for (int r = 0; r < kTogether; ++r) {
+        const float p = fast_exp2(fmaf(score(r0 + r, j), scale, -m_use[r]));
+        score(r0 + r, j) = p;
+        part[r][j % kChains] = j < kChains ? p : part[r][j % kChains] + p;
+      }
+#pragma unroll
+    for (int w = kChains / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int c = 0; c < w; ++c)
+#pragma unroll
+        for (int r = 0; r < kTogether; ++r) part[r][c] += part[r][c + w];
+#pragma unroll
+    for (int r = 0; r < kTogether; ++r) l[r0 + r] = l[r0 + r] * alpha[r0 + r] + part[r][0];
   }
-  const float m_new = fmaxf(m, row_max);
-  const float m_use = m_new == negative_infinity() ? 0.f : m_new;
-  const SoftmaxStep step{fast_exp2(m - m_use), m_new != m};
-  m = m_new;
-  float row_sum = 0.f;
-#pragma unroll
-  for (int j = 0; j < kCols; ++j) {
-    const float p = fast_exp2(fmaf(score(j), scale, -m_use));
-    score(j) = p;
-    row_sum += p;
-  }
-  l = l * step.alpha + row_sum;
-  return step;
+  return moved;
 }
 
 }  // namespace flashrtc
