@@ -8,7 +8,7 @@
 namespace flashrtc::reference {
 
 double Problem::effective_scale() const {
-  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
 namespace detail {

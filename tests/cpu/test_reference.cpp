@@ -22,8 +22,10 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kSameMathTolerance = 1e-13;
 
 Problem make_problem(MaskKind mask, std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
-                     std::int64_t seqlen_kv, std::int64_t head_dim = 32, double scale = 0) {
-  return flashrtc::testing::make_reference_problem(2, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, mask, scale);
+                     std::int64_t seqlen_kv, std::int64_t head_dim = 32,
+                     std::optional<double> scale = std::nullopt) {
+  return flashrtc::testing::make_reference_problem(2, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, mask,
+                                                   scale);
 }
 
 }  // namespace
@@ -52,7 +54,8 @@ TEST_CASE("Eigen reference matches direct loops: masks x GQA x lengths x layouts
     for (const Heads& heads : kHeads)
       for (const Lengths& len : kLengths)
         for (RefLayout layout : {RefLayout::kBnhd, RefLayout::kBhnd})
-          for (double scale : {0.0, 0.7}) {
+          for (std::optional<double> scale :
+               {std::optional<double>(), std::optional<double>(0.0), std::optional<double>(0.7)}) {
             const Problem p = make_problem(mask, heads.q, heads.kv, len.q, len.kv, 32, scale);
             Inputs in(p, layout, ++seed);
             Outputs eigen_out(p), loop_out(p);
@@ -66,7 +69,7 @@ TEST_CASE("Eigen reference matches direct loops: masks x GQA x lengths x layouts
             CHECK(testing::max_relative_difference(eigen_out.lse, loop_out.lse) < kSameMathTolerance);
             ++cases;
           }
-  CHECK(cases == 3 * 3 * 7 * 2 * 2);
+  CHECK(cases == 3 * 3 * 7 * 2 * 3);
 }
 
 TEST_CASE("bottom-right mask with Nq > Nk: the first Nq - Nk rows see nothing, o = 0 and lse = -inf") {

@@ -99,16 +99,16 @@ GradientCheck check_gradient(const Case& c, OwnedTensor& x, const OwnedTensor& g
 
 struct Shape {
   std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim;
-  double scale;
+  std::optional<double> scale;  // unset: the default
   RefLayout layout;
 };
 
 // Hq 2..4, Hkv in {1, Hq} and a group of 2; Nq < Nk, Nq = Nk and Nq > Nk (bottom-right rows that see no key);
 // d 8 and 16; the default scale, explicit ones and a negative one; both layouts.
 constexpr Shape kShapes[] = {
-    {1, 2, 2, 5, 7, 8, 0.0, RefLayout::kBnhd},  {2, 4, 1, 7, 3, 16, -0.4, RefLayout::kBhnd},
-    {1, 3, 3, 6, 6, 8, 0.9, RefLayout::kBhnd},  {2, 2, 1, 4, 9, 8, 0.6, RefLayout::kBnhd},
-    {1, 4, 2, 6, 4, 16, 0.0, RefLayout::kBnhd},
+    {1, 2, 2, 5, 7, 8, std::nullopt, RefLayout::kBnhd},  {2, 4, 1, 7, 3, 16, -0.4, RefLayout::kBhnd},
+    {1, 3, 3, 6, 6, 8, 0.9, RefLayout::kBhnd},           {2, 2, 1, 4, 9, 8, 0.6, RefLayout::kBnhd},
+    {1, 4, 2, 6, 4, 16, std::nullopt, RefLayout::kBnhd},
 };
 
 }  // namespace

@@ -64,14 +64,14 @@ TEST_CASE("forward matches the reference at 4096 x 4096") {
       }
 }
 
-TEST_CASE("odd head dims, custom and negative scales, no lse") {
+TEST_CASE("odd head dims, custom, negative and zero scales, no lse") {
   for (int d : {8, 40, 72, 200}) {
     ForwardCase c;
     c.dtype = DType::kBFloat16, c.head_dim = d, c.mask = MaskKind::kCausalBottomRight;
     c.batch = 2, c.heads_q = 3, c.heads_kv = 1, c.seqlen_q = 77, c.seqlen_kv = 301;
     check(c);
   }
-  for (float scale : {0.3f, -0.5f, 2.0f}) {
+  for (float scale : {0.3f, -0.5f, 0.f, 2.0f}) {
     ForwardCase c;
     c.dtype = DType::kFloat32, c.head_dim = 64, c.mask = MaskKind::kCausalTopLeft, c.scale = scale;
     c.heads_q = 2, c.heads_kv = 2, c.seqlen_q = 300, c.seqlen_kv = 300;

@@ -74,6 +74,23 @@ TEST_CASE("wgmma: dtypes x head dims x masks x GQA x odd lengths x layouts") {
         }
 }
 
+TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
+  // The kernel folds the scale into the exponent and takes a row's minimum score under a negative scale; a
+  // masked score must still weigh 0, and a zero scale weigh every visible key alike.
+  if (!on_hopper()) return;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 128, 256})
+      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+        for (float scale : {-0.5f, 0.f, 2.f})
+          for (std::int64_t seqlen : {190, 1000}) {
+            ForwardCase c;
+            c.dtype = dtype, c.head_dim = d, c.mask = mask, c.scale = scale;
+            c.batch = 1, c.heads_q = 4, c.heads_kv = 2, c.seqlen_q = seqlen, c.seqlen_kv = seqlen + 143;
+            c.seed = 11 + d;
+            check(c);
+          }
+}
+
 TEST_CASE("wgmma: every tile the tuner may pick computes the same function") {
   if (!on_hopper()) return;
   const DeviceInfo device = current_device();

@@ -63,7 +63,7 @@ inline reference::Problem reference_problem(const BackwardCase& c) {
   problem.heads_kv = c.heads_kv;
   problem.head_dim = c.head_dim;
   problem.mask = c.mask;
-  problem.scale = c.scale ? *c.scale : 0.0;
+  problem.scale = c.scale;
   return problem;
 }
 

@@ -203,7 +203,7 @@ inline CaseResult run_forward_case(const ForwardCase& c) {
   problem.heads_kv = c.heads_kv;
   problem.head_dim = c.head_dim;
   problem.mask = c.mask;
-  problem.scale = c.scale ? *c.scale : 0.0;
+  problem.scale = c.scale;
 
   // Reference outputs in [B, Hq, Nq, d] order, and the kernel's output gathered into the same order.
   const std::int64_t rows = c.batch * c.heads_q * c.seqlen_q;

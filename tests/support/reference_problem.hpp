@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -55,10 +56,11 @@ struct OwnedTensor {
   }
 };
 
-/// A problem with every shape field given (scale 0: the default 1/sqrt(d)).
-inline reference::Problem make_reference_problem(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
-                                                 std::int64_t seqlen_q, std::int64_t seqlen_kv,
-                                                 std::int64_t head_dim, MaskKind mask, double scale = 0) {
+/// A problem with every shape field given (no scale: the default 1/sqrt(d)).
+inline reference::Problem make_reference_problem(std::int64_t batch, std::int64_t heads_q,
+                                                 std::int64_t heads_kv, std::int64_t seqlen_q,
+                                                 std::int64_t seqlen_kv, std::int64_t head_dim, MaskKind mask,
+                                                 std::optional<double> scale = std::nullopt) {
   reference::Problem p;
   p.batch = batch;
   p.heads_q = heads_q;
@@ -116,7 +118,9 @@ inline std::string describe(const reference::Problem& p, RefLayout layout) {
   return std::string("mask=") + mask_name(p.mask) + " B=" + std::to_string(p.batch) +
          " Hq=" + std::to_string(p.heads_q) + " Hkv=" + std::to_string(p.heads_kv) +
          " Nq=" + std::to_string(p.seqlen_q) + " Nk=" + std::to_string(p.seqlen_kv) +
-         " d=" + std::to_string(p.head_dim) + " scale=" + std::to_string(p.scale) + " " + layout_name(layout);
+         " d=" + std::to_string(p.head_dim) +
+         " scale=" + (p.scale ? std::to_string(*p.scale) : std::string("default")) + " " +
+         layout_name(layout);
 }
 
 }  // namespace flashrtc::testing

@@ -2,6 +2,7 @@
 /// CPU reference attention (Eigen). Double precision is the truth every kernel is checked against; the
 /// "input precision" variant gives the error budget of the tolerance rule (DESIGN.md, Tests).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace flashrtc::reference {
 struct Problem {
   std::int64_t batch = 1, seqlen_q = 1, seqlen_kv = 1, heads_q = 1, heads_kv = 1, head_dim = 64;
   MaskKind mask = MaskKind::kNone;
-  double scale = 0;  ///< 0: 1/sqrt(head_dim)
+  std::optional<double> scale;  ///< unset: 1/sqrt(head_dim)
   double effective_scale() const;
 };
 
