@@ -70,8 +70,9 @@ __device__ __forceinline__ SoftmaxStep online_softmax_step(float& m, float& l, S
 // As online_softmax_step, for kRows rows (score(r, j) is row r's j-th score) not yet multiplied by the
 // softmax scale (log2 domain): the scale goes into the exponent, one FFMA per score instead of a multiply and
 // a subtract, and m stays scaled. The row's largest scaled score is scale * max for scale >= 0, scale * min
-// below. Raw scores must be finite (masked tiles are scaled and masked by the caller, which then passes
-// scale = 1). alpha[r] receives row r's O rescale factor; returns whether some row's max moved.
+// below. A masked score is -inf for scale > 0, +inf for scale < 0 (its exponent is then -inf either way);
+// scale must not be 0 (a caller zeroes the scores and passes 1). alpha[r] receives row r's O rescale factor;
+// returns whether some row's max moved.
 // Rows go kTogether at a time, each row's max and sum in kChains independent chains, interleaved: shorter
 // dependent FMNMX / FADD chains for the scheduler to wait on, at the cost of keeping every row's exponentials
 // behind every row's max. Which pays depends on the kernel (attention_forward_wgmma.cuh measures it).
