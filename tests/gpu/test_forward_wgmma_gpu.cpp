@@ -91,6 +91,29 @@ TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
           }
 }
 
+TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its rows cannot see") {
+  // With 64-key tiles on a persistent grid, the first groups of a block hand the block's last key tiles back
+  // unread (and, ping-ponging, pass their turns); bottom-right masks with fewer keys than queries leave
+  // groups with no key at all beside groups with some.
+  if (!on_hopper()) return;
+  struct Shape {
+    std::int64_t seqlen_q, seqlen_kv;
+  };
+  constexpr Shape kShapes[] = {{1000, 1000}, {1000, 63}, {190, 333}, {129, 1000}, {2048, 2000}};
+  for (int d : {64, 128, 256})
+    for (const TileConfig& tile : {TileConfig{128, 64, 12, 2}, TileConfig{192, 64, 16, 2}}) {
+      if (d == 256 && tile.warps == 16) continue;  // O, S and P exceed a 160-register consumer
+      for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+        for (const Shape& s : kShapes) {
+          ForwardCase c;
+          c.dtype = d == 128 ? DType::kFloat16 : DType::kBFloat16, c.head_dim = d, c.mask = mask, c.config = tile;
+          c.batch = 2, c.heads_q = 4, c.heads_kv = 2, c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
+          c.seed = 41 + d;
+          check(c);
+        }
+    }
+}
+
 TEST_CASE("wgmma: every tile the tuner may pick computes the same function") {
   if (!on_hopper()) return;
   const DeviceInfo device = current_device();
