@@ -85,6 +85,15 @@ __device__ __forceinline__ bool online_softmax_rows_unscaled(float (&m)[kRows], 
 #pragma unroll
   for (int r0 = 0; r0 < kRows; r0 += kTogether) {
     float part[kTogether][kChains];
+    // Each row's chains folded into its first, in a tree.
+    const auto combine_chains = [&](auto op) {
+#pragma unroll
+      for (int w = kChains / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int c = 0; c < w; ++c)
+#pragma unroll
+          for (int r = 0; r < kTogether; ++r) part[r][c] = op(part[r][c], part[r][c + w]);
+    };
     const auto reduce = [&](auto op) {
 #pragma unroll
       for (int c = 0; c < kChains; ++c)
@@ -94,12 +103,7 @@ __device__ __forceinline__ bool online_softmax_rows_unscaled(float (&m)[kRows], 
       for (int j = kChains; j < kCols; ++j)
 #pragma unroll
         for (int r = 0; r < kTogether; ++r) part[r][j % kChains] = op(part[r][j % kChains], score(r0 + r, j));
-#pragma unroll
-      for (int w = kChains / 2; w >= 1; w /= 2)
-#pragma unroll
-        for (int c = 0; c < w; ++c)
-#pragma unroll
-          for (int r = 0; r < kTogether; ++r) part[r][c] = op(part[r][c], part[r][c + w]);
+      combine_chains(op);
 #pragma unroll
       for (int offset = 1; offset < kLanes; offset *= 2)
 #pragma unroll
@@ -129,12 +133,7 @@ __device__ __forceinline__ bool online_softmax_rows_unscaled(float (&m)[kRows], 
         score(r0 + r, j) = p;
         part[r][j % kChains] = j < kChains ? p : part[r][j % kChains] + p;
       }
-#pragma unroll
-    for (int w = kChains / 2; w >= 1; w /= 2)
-#pragma unroll
-      for (int c = 0; c < w; ++c)
-#pragma unroll
-        for (int r = 0; r < kTogether; ++r) part[r][c] += part[r][c + w];
+    combine_chains([](float x, float y) { return x + y; });
 #pragma unroll
     for (int r = 0; r < kTogether; ++r) l[r0 + r] = l[r0 + r] * alpha[r0 + r] + part[r][0];
   }
