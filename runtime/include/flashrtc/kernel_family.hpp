@@ -153,7 +153,7 @@ struct KernelFamily {
     std::string why;  ///< the measurement behind the choice
     /// The masks the row serves, empty for every mask. A row for some masks goes before the row of the same
     /// head dims that serves the others (a tile that spills only under a causal mask, say).
-    std::vector<MaskKind> masks;
+    std::vector<MaskKind> masks = {};
 
     bool serves_mask(MaskKind mask) const;
     /// "d<=256", or "d<=256 for mask none" where the row serves some masks only.
