@@ -288,8 +288,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // 128-key tiles 1.5% at 512 keys (they seldom skip): only persistent kernels of narrow tiles take it.
     int n_blocks = num_n_blocks;  // key tiles this group computes
     if constexpr (kMask != kernel::Mask::kNone && Tiles::kLoops && kBlockN <= 64) {
-      const long long group_end = min(static_cast<long long>(p.seqlen_kv), group_m0 + 64 + block.diag);
-      n_blocks = group_end > 0 ? static_cast<int>((group_end + kBlockN - 1) / kBlockN) : 0;
+      n_blocks = block.key_blocks(p, group_m0 + 64);
       for (int i = 0; i < num_n_blocks - n_blocks; ++i) {
         mbarrier_wait(k_full(stage_of(i)), phase_of(i));
         release(k_empty(stage_of(i)));

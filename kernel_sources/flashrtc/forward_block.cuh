@@ -7,6 +7,7 @@ namespace flashrtc {
 
 template <typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
 struct ForwardBlock {
+  static constexpr bool kCausal = kMask != kernel::Mask::kNone;
   long long m0;       // first query row
   long long diag;     // key j is visible to query i iff j <= i + diag (causal masks only)
   int num_n_blocks;   // key blocks to visit; 0 when every row of the block is fully masked
@@ -19,7 +20,6 @@ struct ForwardBlock {
 
   // Work tile `tile` of p.num_blocks.
   __device__ __forceinline__ ForwardBlock(const kernel::ForwardParams& p, int tile) {
-    constexpr bool kCausal = kMask != kernel::Mask::kNone;
     // Unsigned, as blockIdx.x is: cheaper than signed division, and the registers of the kernels at the margin.
     const int m_linear = static_cast<unsigned>(tile) % p.num_m_blocks;
     const int bh = static_cast<unsigned>(tile) / p.num_m_blocks;
@@ -37,9 +37,13 @@ struct ForwardBlock {
     lse = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
 
     diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+    num_n_blocks = key_blocks(p, m0 + kBlockM);
+  }
+  // Key blocks the query rows before row_end see (the first key blocks: a causal mask hides the later ones).
+  __device__ __forceinline__ int key_blocks(const kernel::ForwardParams& p, long long row_end) const {
     long long n_end = p.seqlen_kv;
-    if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
-    num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+    if (kCausal) n_end = min(n_end, row_end + diag);
+    return n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
   }
   // One thread block per work tile.
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}

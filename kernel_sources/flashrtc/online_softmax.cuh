@@ -24,12 +24,6 @@ __device__ __forceinline__ float row_lanes_max(float x) {
   return x;
 }
 template <int kLanes>
-__device__ __forceinline__ float row_lanes_min(float x) {
-#pragma unroll
-  for (int offset = 1; offset < kLanes; offset *= 2) x = fminf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-template <int kLanes>
 __device__ __forceinline__ float row_lanes_sum(float x) {
 #pragma unroll
   for (int offset = 1; offset < kLanes; offset *= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
