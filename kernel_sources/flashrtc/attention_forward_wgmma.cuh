@@ -280,15 +280,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     if (num_n_blocks == 0) hand_back_previous();
     const auto stage_of = [&](int i) { return (kv_reads + i) % kStages; };
     const auto phase_of = [&](int i) { return unsigned((kv_reads + i) / kStages) & 1u; };
-    // Under a causal mask, with key tiles of at most a group's 64 rows, group 0's rows see none of the
-    // block's last key tile (the first visited): the group hands such tiles back unread and passes their
-    // turns. It waits for each to be full first, so its arrival cannot count for the other group's previous
-    // use. On an H200 this ran +3-6% at d = 256 causal 512-2k keys (128x64 tiles, persistent), but the
-    // one-tile kernel lost 3-9% at 4k keys (the ring's position is no longer a compile-time 0 there) and
-    // 128-key tiles 1.5% at 512 keys (they seldom skip): only persistent kernels of narrow tiles take it.
+    // Under a causal mask, where a key tile is no wider than the rows of the groups after the first, the
+    // first groups' rows see none of the block's last key tiles (the first visited), and a group whose rows
+    // all lie past the end sees none: such a group hands those tiles back unread and passes their turns. It
+    // waits for each to be full first, so its arrival cannot count for another group's previous use. On an
+    // H200 this ran +3-6% at d = 256 causal 512-2k keys (128x64 tiles, persistent), but the one-tile kernel
+    // lost 3-9% at 4k keys (the ring's position is no longer a compile-time 0 there), 128x128 tiles 1.5% at
+    // 512 keys (they seldom skip), and the unmasked kernel 6-8% at d = 64 (192x128 tiles, skipping only
+    // groups past the end): only persistent causal kernels of tiles that skip take it.
     int n_blocks = num_n_blocks;  // key tiles this group computes
-    if constexpr (kMask != kernel::Mask::kNone && Tiles::kLoops && kBlockN <= 64) {
-      n_blocks = block.key_blocks(p, group_m0 + 64);
+    if constexpr (kMask != kernel::Mask::kNone && Tiles::kLoops && kBlockN <= kBlockM - 64) {
+      n_blocks = group_m0 >= p.seqlen_q ? 0 : block.key_blocks(p, group_m0 + 64);
       for (int i = 0; i < num_n_blocks - n_blocks; ++i) {
         mbarrier_wait(k_full(stage_of(i)), phase_of(i));
         release(k_empty(stage_of(i)));

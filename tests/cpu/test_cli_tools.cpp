@@ -278,22 +278,22 @@ TEST_CASE("flashrtc config names the default row a mask restriction chose") {
 TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them apart") {
   Sandbox box("flashrtc-cli-persistent");
   const auto kernel_line = [&](const std::string& seqlen) {
-    const Result r = box.run({"config", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen",
+    const Result r = box.run({"config", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
                               seqlen, "--arch", "sm_90a"});
     REQUIRE(r.exit_code == 0);
     return line_of(r.out, "kernel:");
   };
-  const std::string prefix = "kernel:     flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 64, 128, 128, 12, 2, "
+  const std::string prefix = "kernel:     flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 96, 128, 128, 12, 2, "
                              "flashrtc::kernel::Mask::kCausalTopLeft, ";
   CHECK(kernel_line("1024") == prefix + "true>");
   CHECK(kernel_line("8192") == prefix + "false>");
-  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen",
+  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
                       "1024", "--arch", "sm_90a"});
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out).at("specialization").at("persistent") == true);
 
   for (const char* seqlen : {"1024", "8192"}) {
-    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "64", "--mask", "causal", "--seqlen", seqlen,
+    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen", seqlen,
                  "--arch", "sm_90a"});
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(r.out);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "flashrtc/flashrtc.hpp"
+#include "flashrtc/wgmma_forward_shape.cuh"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;
@@ -92,17 +93,20 @@ TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
 }
 
 TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its rows cannot see") {
-  // With 64-key tiles on a persistent grid, the first groups of a block hand the block's last key tiles back
-  // unread (and, ping-ponging, pass their turns); bottom-right masks with fewer keys than queries leave
-  // groups with no key at all beside groups with some.
+  // With key tiles no wider than the rows after a block's first group, on a persistent grid, the first groups
+  // hand the block's last key tiles back unread (and, ping-ponging, pass their turns), and groups whose rows
+  // lie past the end all of them (192-row blocks over 1000 or 2048 queries); bottom-right masks with fewer
+  // keys than queries leave groups with no key at all beside groups with some.
   if (!on_hopper()) return;
   struct Shape {
     std::int64_t seqlen_q, seqlen_kv;
   };
   constexpr Shape kShapes[] = {{1000, 1000}, {1000, 63}, {190, 333}, {129, 1000}, {2048, 2000}};
   for (int d : {64, 128, 256})
-    for (const TileConfig& tile : {TileConfig{128, 64, 12, 2}, TileConfig{192, 64, 16, 2}}) {
-      if (d == 256 && tile.warps == 16) continue;  // O, S and P exceed a 160-register consumer
+    for (const TileConfig& tile : {TileConfig{128, 64, 12, 2}, TileConfig{192, 64, 16, 2}, TileConfig{192, 112, 16, 2},
+                                   TileConfig{192, 128, 16, 2}}) {
+      if (WgmmaForwardShape{d, tile.block_m, tile.block_n, tile.warps, tile.stages, true}.invalid_reason())
+        continue;  // O, S and P exceed a 160-register consumer
       for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
         for (const Shape& s : kShapes) {
           ForwardCase c;

@@ -54,14 +54,21 @@ KernelFamily describe() {
   f.template_args = forward_block_template_args();
   f.template_args.push_back(TemplateArg::kPersistent);
   f.tile_axes = {{128, 192}, {64, 80, 96, 112, 128, 144, 160, 176, 192}, {12, 16}, {2, 3}};
-  // Two consumer warp groups of 64 query rows, K and V double buffered; block_n as large as O, S and P fit
-  // in 240 registers and the tiles in 227 KiB (FlashAttention-3's tiles, narrowed to that budget).
-  // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full` (docs/PERFORMANCE.md).
-  // Every default compiles without spills for sm_90a under each mask its row serves.
+  // Consumer warp groups of 64 query rows, two (three at d = 64, FlashAttention-3's 192-row tile), K and V
+  // double buffered; block_n as large as O, S and P fit in the consumers' registers and the tiles in 227 KiB.
+  // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full`, and `flashrtc bench` over
+  // PERF.md's grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
+  // each mask its row serves.
   f.defaults = {
       {64,
-       {{{128, 128, 12, 2}}},
-       "d=64: 398 TFLOP/s (causal 376); 192x112 with 16 warps ran 418 but 353 causal"},
+       {{{192, 128, 16, 3}}},
+       "d=64 unmasked, bf16 512-16k keys: 370-494 TFLOP/s against 361-455 for 128x128x12x2 (+2% at 512, "
+       "+8-10% from 2k); three stages 0.5-1.5% above two",
+       {MaskKind::kNone}},
+      {64,
+       {{{192, 112, 16, 2}, 0, 2048}, {{128, 128, 12, 2}}},
+       "d=64 causal, bf16: 192x112 +2% at 2k keys, +4% at 8k, +2% at 16k, even at 4k; 128x128 1-2% ahead "
+       "below 2k; 192x128 runs 1-2% above 192x112 but spills 12 bytes on one block per tile"},
       {96, {{{128, 128, 12, 2}}}, "d=96: the d=64 and d=128 choice; not swept"},
       {128,
        {{{128, 160, 12, 2}, 0, 2048}, {{128, 128, 12, 2}}},
