@@ -81,7 +81,7 @@ GradientCheck check_backward(const ForwardParams& problem, Operation kernel,
   rp.batch = p.batch, rp.seqlen_q = p.seqlen_q, rp.seqlen_kv = p.seqlen_kv;
   rp.heads_q = p.heads_q, rp.heads_kv = p.heads_kv, rp.head_dim = p.head_dim;
   rp.mask = p.mask;
-  rp.scale = p.softmax_scale ? *p.softmax_scale : 0.0;
+  if (p.softmax_scale) rp.scale = *p.softmax_scale;  // unset: the reference's 1/sqrt(d), as the kernel's
   // The forward's outputs as a training step hands them over: o in the dtype, lse in fp32.
   HostTensor o = q;
   std::vector<double> lse(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q));

@@ -74,7 +74,7 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
   problem.seqlen_kv = p.seqlen_kv;
   problem.head_dim = d;
   problem.mask = p.mask;
-  problem.scale = p.softmax_scale ? *p.softmax_scale : 0.0;
+  if (p.softmax_scale) problem.scale = *p.softmax_scale;  // unset: the reference's 1/sqrt(d), as the kernel's
 
   std::vector<std::future<HeadResult>> pending;
   for (const HeadKey& s : samples_)
