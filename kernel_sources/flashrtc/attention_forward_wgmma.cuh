@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                                      : wgmma_forward_claims_tiles(static_cast<int>(kMask)) ? TileSchedule::kDynamic
                                                                                            : TileSchedule::kStride;
   using Tiles = TileScheduler<kSchedule, 128 * kConsumers>;
+  static_assert(Tiles::kBytes == WgmmaForwardShape::kSchedulerBytes, "the tile scheduler's shared memory");
   const Tiles tiles{p.num_blocks, tile_counter, barriers + kShape.barrier_bytes()};
   // Q tile `local` of a block goes to slot local % kQSlots, its barriers' phase is (local / kQSlots) & 1.
   constexpr int kQBarriers = kQSlots * kConsumers;
@@ -102,6 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       mbarrier_init(k_empty(s), kConsumerWarps);
       mbarrier_init(v_empty(s), kConsumerWarps);
     }
+    tiles.init();
     fence_barrier_init();
   }
   __syncthreads();

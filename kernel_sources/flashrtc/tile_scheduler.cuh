@@ -8,7 +8,7 @@
 //             in tile order (the longest first under a causal mask): a block that finishes early takes
 //             more, as the hardware does for a grid of one block per tile, while the ring of loads runs on
 //             across tiles. The producer thread claims each tile and hands it to the consumer threads
-//             through shared memory.
+//             through shared memory and mbarriers.
 // The persistent forms are correct for any grid size; a persistent launch gives one block per SM.
 #include "flashrtc/sm90_async.cuh"
 
@@ -20,16 +20,25 @@ template <TileSchedule kSchedule, int kConsumerThreads>
 struct TileScheduler {
   int num_tiles;
   unsigned* counter;  // kDynamic: zeroed before the launch, counts the tiles claimed past the first wave
-  unsigned slots;     // kDynamic: two 32-bit words of shared memory, the tile of each parity of `local`
+  unsigned slots;     // kDynamic: kBytes of shared memory, 8-byte aligned: the slots, then their mbarriers
 
   static constexpr bool kLoops = kSchedule != TileSchedule::kOneTile;
-  // Named barriers: "full" 6 and 7, one per slot, the producer arrives on after writing the slot and the
-  // consumers wait on before reading it; "empty" 8 and 9, the consumers arrive on after reading and the
-  // producer waits on before writing the slot again (the kernels use 1-5 for turns and epilogues). A
-  // barrier counts warps: the producer thread's arrival counts its warp, whose other lanes have exited.
-  static constexpr int kFullBarrier = 6;
-  static constexpr int kEmptyBarrier = 8;
-  static constexpr int kSlotThreads = 32 + kConsumerThreads;
+  // Two 32-bit slots, the tile of each parity of `local`, then per slot a "full" mbarrier the producer
+  // arrives on after writing it and an "empty" one each consumer thread arrives on after reading it. Named
+  // barriers would not do: they count arrivals, not phases, so a consumer group running two tiles ahead of
+  // another (groups without ping-pong turns are not held together) could complete the older tile's
+  // barrier with its own arrival and read a slot before it is written (racecheck caught this with three
+  // consumer groups).
+  static constexpr unsigned kBytes = 8 + 4 * 8;
+
+  // By one thread, before the block synchronizes and any other use.
+  __device__ __forceinline__ void init() const {
+    if constexpr (kSchedule == TileSchedule::kDynamic)
+      for (int s = 0; s < 2; ++s) {
+        mbarrier_init(full(s), 1);
+        mbarrier_init(empty(s), kConsumerThreads);
+      }
+  }
 
   // Called by the producer thread, the one live lane of its warp: fn(tile, local) for each of the block's
   // tiles, local counting them from 0.
@@ -42,12 +51,11 @@ struct TileScheduler {
     } else {
       unsigned tile = blockIdx.x;  // unsigned: tile + gridDim.x cannot wrap below 2^32
       for (int local = 0;; ++local) {
-        publish(local, tile);
-        if (tile >= static_cast<unsigned>(num_tiles)) {
-          // The consumers' arrival after reading the last real tile's slot, which no later write waits for.
-          if (local > 0) producer_sync(kEmptyBarrier + ((local - 1) & 1));
-          return;
-        }
+        // The slot's previous tile (local - 2) has been read by every consumer thread: a fresh barrier passes.
+        mbarrier_wait(empty(local & 1), ((local >> 1) & 1) ^ 1);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(slots + 4u * (local & 1)), "r"(tile) : "memory");
+        mbarrier_arrive(full(local & 1));
+        if (tile >= static_cast<unsigned>(num_tiles)) return;
         fn(static_cast<int>(tile), local);
         // Claimed once this tile's loads are issued (claiming before them measured 2-8% slower at long
         // causal sequences on an H200: a block then holds two tiles the others could take).
@@ -66,28 +74,23 @@ struct TileScheduler {
     } else {
       for (int local = 0;; ++local) {
         unsigned tile;
-        named_barrier_sync(kFullBarrier + (local & 1), kSlotThreads);
+        mbarrier_wait(full(local & 1), (local >> 1) & 1);
         asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(tile) : "r"(slots + 4u * (local & 1)) : "memory");
         if (tile >= static_cast<unsigned>(num_tiles)) return;
-        named_barrier_arrive(kEmptyBarrier + (local & 1), kSlotThreads);
+        // Every thread arrives: an arrival releases its own thread's read only (one lane's, after
+        // __syncwarp, left racecheck reporting the other lanes' reads against the next write).
+        mbarrier_arrive(empty(local & 1));
         fn(static_cast<int>(tile), local);
       }
     }
   }
 
  private:
-  // Not bar.sync / bar.arrive: their .aligned forms need every lane of the warp.
-  __device__ __forceinline__ static void producer_sync(int barrier) {
-    asm volatile("barrier.cta.sync %0, %1;\n" ::"r"(barrier), "n"(kSlotThreads) : "memory");
-  }
+  __device__ __forceinline__ unsigned full(int slot) const { return slots + 8u + 8u * slot; }
+  __device__ __forceinline__ unsigned empty(int slot) const { return slots + 24u + 8u * slot; }
   template <typename Fn>
   __device__ __forceinline__ void stride(Fn&& fn) const {
     for (int tile = blockIdx.x, local = 0; tile < num_tiles; tile += gridDim.x, ++local) fn(tile, local);
-  }
-  __device__ __forceinline__ void publish(int local, unsigned tile) const {
-    if (local >= 2) producer_sync(kEmptyBarrier + (local & 1));
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(slots + 4u * (local & 1)), "r"(tile) : "memory");
-    asm volatile("barrier.cta.arrive %0, %1;\n" ::"r"(kFullBarrier + (local & 1)), "n"(kSlotThreads) : "memory");
   }
 };
 

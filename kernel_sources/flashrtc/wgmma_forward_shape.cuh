@@ -44,8 +44,9 @@ struct WgmmaForwardShape {
     return 8u * unsigned(2 * consumer_groups() * slots + 4 * stages);
   }
   constexpr unsigned barrier_bytes() const { return barrier_bytes(q_slots()); }
-  // The tile scheduler's two slots (tile_scheduler.cuh), after the barriers.
-  static constexpr unsigned kSchedulerBytes = 8;
+  // The tile scheduler's two slots and their four mbarriers (TileScheduler::kBytes in tile_scheduler.cuh,
+  // which the kernel checks against this), after the barriers.
+  static constexpr unsigned kSchedulerBytes = 40;
   // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
   constexpr unsigned smem_bytes(int slots) const {
     return 1024u + unsigned(consumer_groups() * slots) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
