@@ -106,7 +106,7 @@ TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its r
     for (const TileConfig& tile : {TileConfig{128, 64, 12, 2}, TileConfig{192, 64, 16, 2}, TileConfig{192, 112, 16, 2},
                                    TileConfig{192, 128, 16, 2}}) {
       if (WgmmaForwardShape{d, tile.block_m, tile.block_n, tile.warps, tile.stages, true}.invalid_reason())
-        continue;  // O, S and P exceed a 160-register consumer
+        continue;  // not a tile of this head dim (e.g. O, S and P exceed the consumers' registers)
       for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
         for (const Shape& s : kShapes) {
           ForwardCase c;
