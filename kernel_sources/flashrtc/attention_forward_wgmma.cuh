@@ -37,6 +37,12 @@
 
 namespace flashrtc {
 
+// A column count as a type, for the kernel's lambdas that compute the first N columns of S.
+template <int N>
+struct Columns {
+  static constexpr int value = N;
+};
+
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = 64 for Q and O, block_n for K and V.
 // tile_counter: a zeroed counter where the kernel claims tiles (kPersistent under a causal mask), else unused.
@@ -57,7 +63,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kQGroupBytes = kShape.q_group_bytes();
   constexpr int kQSlots = kShape.q_slots();
   constexpr unsigned kKVBytes = kShape.kv_tile_bytes();
-  constexpr int kSTiles = kBlockN / 8;    // 8-column tiles of S
+  // The narrower softmax of a causal tile's first key tile (columns: whole 8-column tiles of S).
+  constexpr int kNarrowN = (kBlockN / 2 + 7) / 8 * 8;
+  constexpr bool kNarrowFirst = kMask != kernel::Mask::kNone && kBlockN >= 96;
   constexpr int kOTiles = kHeadDim / 8;   // 8-column tiles of O
   constexpr int kQKSteps = kHeadDim / 16;
   constexpr int kPVSteps = kBlockN / 16;
@@ -220,16 +228,18 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // of the group's 64 from group_m0); returns whether some row's maximum moved, and each row's O rescale
   // factor. Tiles without a mask fold the scale into the exponent. Key tiles go from the last to the first,
   // so without a causal mask only the first one visited can overhang the keys: the others need no check.
-  const auto softmax = [&](const KeyMask<kMask>& mask, long long group_m0, long long row0, long long n0,
-                           bool first_tile, float(&alpha)[2]) -> bool {
+  // The first N columns only (N: a Columns<>), where the rows see no key after them.
+  const auto softmax_columns = [&](auto columns, const KeyMask<kMask>& mask, long long group_m0, long long row0,
+                                   long long n0, bool first_tile, float(&alpha)[2]) -> bool {
+    constexpr int N = decltype(columns)::value;
     float scale = p.scale_log2;
-    if ((kMask != kernel::Mask::kNone || first_tile) && mask.tile_needs_mask(group_m0, n0, kBlockN)) {
+    if ((kMask != kernel::Mask::kNone || first_tile) && mask.tile_needs_mask(group_m0, n0, N)) {
       // A hidden score is the one the scaled exponent takes to 0: -inf, +inf under a negative scale, so the
       // scale stays folded into the exponent (no multiply per score: +2.7% at d = 256 causal 4k-8k keys on an
       // H200, within 1% elsewhere). A zero scale maps every score to 0 first.
       if (scale == 0.f) {
 #pragma unroll
-        for (int i = 0; i < kBlockN / 2; ++i) acc_s[i] = 0.f;
+        for (int i = 0; i < N / 2; ++i) acc_s[i] = 0.f;
         scale = 1.f;
       }
       const float hidden = scale > 0.f ? negative_infinity() : -negative_infinity();
@@ -239,16 +249,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const long long last = mask.last_visible(row0 + 8 * h) - first_col;
-        const int limit = static_cast<int>(last < -1 ? -1 : last > kBlockN ? kBlockN : last);
+        const int limit = static_cast<int>(last < -1 ? -1 : last > N ? N : last);
 #pragma unroll
-        for (int t = 0; t < kSTiles; ++t)
+        for (int t = 0; t < N / 8; ++t)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
             if (8 * t + e > limit) acc_s[4 * t + 2 * h + e] = hidden;
       }
     }
-    return online_softmax_rows_unscaled<kSoftmaxRows, kSoftmaxRows, 4, kBlockN / 4>(
+    return online_softmax_rows_unscaled<kSoftmaxRows, kSoftmaxRows, 4, N / 4>(
         m_run, l_run, scale, [&](int h, int j) -> float& { return acc_s[4 * (j / 2) + 2 * h + j % 2]; }, alpha);
+  };
+  const auto softmax = [&](const KeyMask<kMask>& mask, long long group_m0, long long row0, long long n0,
+                           bool first_tile, float(&alpha)[2]) -> bool {
+    return softmax_columns(Columns<kBlockN>{}, mask, group_m0, row0, n0, first_tile, alpha);
   };
   const auto pack_p = [&]() { pack_a_fragments<T>(acc_s, p_frag); };
 
@@ -310,6 +324,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
     if (n_blocks > 0) {
       float alpha[2];
+      const long long first_n0 = static_cast<long long>(n_blocks - 1) * kBlockN;
       mbarrier_wait(k_full(stage_of(0)), phase_of(0));
       wait_turn();
       issue_qk(stage_of(0));
@@ -318,7 +333,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       wgmma_wait<0>();
       wgmma_hold(acc_s);
       release(k_empty(stage_of(0)));
-      softmax(mask, group_m0, row0, static_cast<long long>(n_blocks - 1) * kBlockN, true, alpha);
+      // Under a causal mask a group whose rows see only the first kNarrowN keys of its first tile (group 0 of
+      // a 128x128 tile on the diagonal) exponentiates only those; P is zero past them.
+      if (kNarrowFirst && mask.last_visible(group_m0 + 63) < first_n0 + kNarrowN) {
+        softmax_columns(Columns<kNarrowN>{}, mask, group_m0, row0, first_n0, true, alpha);
+#pragma unroll
+        for (int i = kNarrowN / 2; i < kBlockN / 2; ++i) acc_s[i] = 0.f;
+      } else {
+        softmax(mask, group_m0, row0, first_n0, true, alpha);
+      }
       pack_p();
       for (int i = 1; i < n_blocks; ++i) {
         const int stage = stage_of(i);
