@@ -63,9 +63,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kQGroupBytes = kShape.q_group_bytes();
   constexpr int kQSlots = kShape.q_slots();
   constexpr unsigned kKVBytes = kShape.kv_tile_bytes();
-  // The narrower softmax of a causal tile's first key tile (columns: whole 8-column tiles of S).
+  // The narrower softmax of a causal tile's first key tile (columns: whole 8-column tiles of S). Not on
+  // wider key tiles: 128x160 at d = 128 then spilled 16 bytes under the bottom-right mask (persistent grid).
   constexpr int kNarrowN = (kBlockN / 2 + 7) / 8 * 8;
-  constexpr bool kNarrowFirst = kMask != kernel::Mask::kNone && kBlockN >= 96;
+  constexpr bool kNarrowFirst = kMask != kernel::Mask::kNone && kBlockN >= 96 && kBlockN <= 128;
   constexpr int kOTiles = kHeadDim / 8;   // 8-column tiles of O
   constexpr int kQKSteps = kHeadDim / 16;
   constexpr int kPVSteps = kBlockN / 16;
