@@ -20,8 +20,9 @@ namespace flashrtc::detail {
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuCtxGetCurrent)      \
   X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuDevicePrimaryCtxRetain)                  \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute)                   \
-  X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync)           \
-  X(cuMemFreeAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamCreate) X(cuStreamDestroy)  \
+  X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled) X(cuMemAlloc) X(cuMemFree) X(cuMemPoolCreate)           \
+  X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH)  \
+  X(cuMemsetD8) X(cuStreamCreate) X(cuStreamDestroy)                                                    \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)      \
   X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async) X(cuStreamBeginCapture)             \
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)

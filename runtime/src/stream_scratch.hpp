@@ -10,15 +10,16 @@ namespace flashrtc::detail {
 // What a kernel may assume of any scratch pointer: its 16-byte vector accesses stay aligned.
 constexpr std::size_t kScratchAlignBytes = 16;
 
-// Owns a cuMemAllocAsync allocation until it is freed with cuMemFreeAsync on the same stream, or refers to
+// Owns a stream-ordered allocation until it is freed with cuMemFreeAsync on the same stream, or refers to
 // a caller's workspace, which it never frees. Move-only.
 class Scratch {
  public:
-  // bytes of device memory allocated on stream from its device's default memory pool; work queued on
+  // bytes of device memory allocated on stream from flashrtc's memory pool for the current context (made on
+  // first use; it keeps up to 64 MiB reserved across synchronizations); work queued on
   // stream before this owner dies may use it, since the free is queued after that work. 0 bytes allocates
   // nothing. Needs stream's context current (an operation has called current_context()). Throws
-  // Error(kDriver) naming cuMemAllocAsync, the bytes and the status (CUDA_ERROR_OUT_OF_MEMORY when the pool
-  // cannot grow).
+  // Error(kDriver) naming cuMemAllocFromPoolAsync, the bytes and the status (CUDA_ERROR_OUT_OF_MEMORY when the
+  // pool cannot grow), or naming cuMemPoolCreate / cuMemPoolSetAttribute when the pool cannot be made.
   static Scratch on_stream(std::size_t bytes, CUstream stream);
   // The caller's workspace of given_bytes at ptr, for an operation that needs required_bytes. Throws
   // Error(kInvalidArgument) naming both sizes when given_bytes < required_bytes, and when ptr is null (while

@@ -267,7 +267,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work counter gets a zeroe
     CHECK(seen != 0);
     const auto events = fake.memory_events();
     REQUIRE(events.size() == 3);
-    CHECK(events[0].api == "cuMemAllocAsync");
+    CHECK(events[0].api == "cuMemAllocFromPoolAsync");
     CHECK(events[1].api == "cuMemsetD8Async");
     CHECK(events[1].bytes == sizeof(unsigned));
     CHECK(events[2].api == "cuMemFreeAsync");
@@ -335,7 +335,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "scratch memory lives on the call's stream
   }
   const auto events = fake.memory_events();
   REQUIRE(events.size() == 2);
-  CHECK(events[0].api == "cuMemAllocAsync");
+  CHECK(events[0].api == "cuMemAllocFromPoolAsync");
   CHECK(events[1].api == "cuMemFreeAsync");
   for (const test::MemoryEvent& event : events) {
     CHECK(event.ptr == ptr);
@@ -345,7 +345,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "scratch memory lives on the call's stream
 
   const detail::Scratch empty = detail::Scratch::on_stream(0, cu_stream);
   CHECK(empty.data() == 0);
-  CHECK(fake.calls("cuMemAllocAsync") == 1);
+  CHECK(fake.calls("cuMemAllocFromPoolAsync") == 1);
 }
 
 TEST_CASE_FIXTURE(RestoresRealDriver, "a caller's workspace is checked and never freed") {
@@ -379,7 +379,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "out of memory in the scratch allocator is
   const detail::Scratch held = detail::Scratch::on_stream(768 * 1024, cu_stream);
   const Error e = expect_error([&] { detail::Scratch::on_stream(512 * 1024, cu_stream); });
   CHECK(e.code() == ErrorCode::kDriver);
-  CHECK(e.call() == "cuMemAllocAsync");
+  CHECK(e.call() == "cuMemAllocFromPoolAsync");
   CHECK(contains(e.what(), "CUDA_ERROR_OUT_OF_MEMORY"));
   CHECK(contains(e.message(), "524288 bytes"));
   CHECK(fake.live_allocation_bytes() == 768 * 1024);
@@ -398,7 +398,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver,
   void* args[] = {&argument};
   const std::vector<std::pair<const char*, std::function<void()>>> calls = {
       {"cuLaunchKernelEx", [&] { detail::launch_kernel(function, dims(1, 1, 32, 0), cu_stream, args); }},
-      {"cuMemAllocAsync", [&] { detail::Scratch::on_stream(256, cu_stream); }},
+      {"cuMemAllocFromPoolAsync", [&] { detail::Scratch::on_stream(256, cu_stream); }},
       {"cuMemAlloc", [] { DeviceBuffer buffer(256); }},
       {"cuCtxSynchronize", [] { device_synchronize(); }},
       {"cuStreamSynchronize", [&] { stream.synchronize(); }},

@@ -227,7 +227,7 @@ TEST_CASE(
   const std::size_t too_many_bytes = 2 * current_device().global_memory_bytes;
   const Error e = expect_error([&] { detail::Scratch::on_stream(too_many_bytes, cu_stream); });
   CHECK(e.code() == ErrorCode::kDriver);
-  CHECK(e.call() == "cuMemAllocAsync");
+  CHECK(e.call() == "cuMemAllocFromPoolAsync");
   CHECK(std::string(e.what()).find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos);
   stream.synchronize();
 }

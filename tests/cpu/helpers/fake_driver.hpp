@@ -55,7 +55,7 @@ struct RecordedLaunch {
 };
 
 struct MemoryEvent {
-  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocAsync, cuMemFreeAsync, cuMemsetD8Async
+  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemsetD8Async
   CUdeviceptr ptr = 0;
   std::size_t bytes = 0;
   CUstream stream = nullptr;
@@ -506,9 +506,28 @@ class FakeDriver {
     if (const CUresult status = fake->capture_check(); status != CUDA_SUCCESS) return status;
     return fake->release("cuMemFree", ptr, nullptr);
   }
-  static CUresult fake_cuMemAllocAsync(CUdeviceptr* ptr, std::size_t bytes, CUstream stream) {
-    auto fake = enter("cuMemAllocAsync");
-    return fake ? fake->allocate("cuMemAllocAsync", ptr, bytes, stream) : CUDA_ERROR_DEINITIALIZED;
+  // Pools are handles only: every allocation comes from the fake's one budget of global memory.
+  static CUresult fake_cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+    auto fake = enter("cuMemPoolCreate");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (const CUresult status = fake->context_check(); status != CUDA_SUCCESS) return status;
+    if (!pool || !props || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id != 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    *pool = reinterpret_cast<CUmemoryPool>(new_handle());
+    fake->pools_.insert(*pool);
+    return CUDA_SUCCESS;
+  }
+  static CUresult fake_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute, void* value) {
+    auto fake = enter("cuMemPoolSetAttribute");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    return fake->pools_.count(pool) && value ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  static CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr* ptr, std::size_t bytes, CUmemoryPool pool,
+                                               CUstream stream) {
+    auto fake = enter("cuMemAllocFromPoolAsync");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (!fake->pools_.count(pool)) return CUDA_ERROR_INVALID_VALUE;
+    return fake->allocate("cuMemAllocFromPoolAsync", ptr, bytes, stream);
   }
   static CUresult fake_cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
     auto fake = enter("cuMemFreeAsync");
@@ -654,6 +673,7 @@ class FakeDriver {
   std::map<CUfunction, Function> functions_;
   std::map<CUdeviceptr, Allocation> allocations_;
   std::set<CUstream> streams_;
+  std::set<CUmemoryPool> pools_;
   std::map<CUstream, CUgraph> capturing_;
   std::map<CUgraph, std::vector<RecordedLaunch>> graphs_;
   std::map<CUgraphExec, std::vector<RecordedLaunch>> executables_;
