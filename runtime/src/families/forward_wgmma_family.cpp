@@ -66,15 +66,16 @@ KernelFamily describe() {
        "+8-10% from 2k); three stages 0.5-1.5% above two",
        {MaskKind::kNone}},
       {64,
-       {{{192, 112, 16, 2}, 0, 2048}, {{128, 128, 12, 2}}},
-       "d=64 causal, bf16: 192x112 +2% at 2k keys, +4% at 8k, +2% at 16k, even at 4k; 128x128 1-2% ahead "
-       "below 2k; 192x128 runs 1-2% above 192x112 but spills 12 bytes on one block per tile"},
+       {{{192, 112, 16, 2}, 0, 4096}, {{192, 128, 16, 2}}},
+       "d=64 causal: 192x112 on one block per tile from 4k keys (+4% at 8k over 128x128; 192x128 spills 12 "
+       "bytes there); below, on the persistent grid, 192x128 against 128x128 / 192x112 (H200, bf16 and fp16, "
+       "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%"},
       {96, {{{128, 128, 12, 2}}}, "d=96: the d=64 and d=128 choice; not swept"},
       {128,
-       {{{128, 160, 12, 2}, 0, 2048}, {{128, 128, 12, 2}}},
-       "d=128: 634 (causal 535); 128x128 626 (530), 128x176 625 (541); below 2048 keys 128x128, whose key "
-       "tiles "
-       "do not overhang the sequence (160-key tiles compute 25% padding at 512 keys)"},
+       {{{128, 160, 12, 2}, 0, 4096}, {{128, 128, 12, 2}}},
+       "d=128: 634 (causal 535); 128x128 626 (530), 128x176 625 (541); below 4096 keys 128x128, whose key "
+       "tiles do not overhang the sequence (160-key tiles compute 25% padding at 512 keys), and at 2k keys "
+       "causal +4% over 128x160 (short_causal_defaults.md)"},
       {160, {{{128, 112, 12, 2}}}, "d=160: the widest key tile that fits; not swept"},
       {192, {{{128, 112, 12, 2}}}, "d=192: the widest key tile that fits; not swept"},
       {224, {{{128, 80, 12, 2}}}, "d=224: 128x96 spills under a causal mask"},
