@@ -24,10 +24,13 @@ struct WgmmaForwardShape {
   constexpr int threads() const { return warps * 32; }
   // Warp group 0 produces (TMA loads); each other group consumes 64 query rows (wgmma's M).
   constexpr int consumer_groups() const { return warps / 4 - 1; }
-  // setmaxnreg budgets per thread: the producer gives its registers to the consumers. 128 threads per
-  // group: 2 consumers 128 * (24 + 240 + 240) = 64,512 of the SM's 65,536 registers; 3: 32 + 3 * 160.
-  constexpr int consumer_registers() const { return consumer_groups() == 2 ? 240 : 160; }
-  constexpr int producer_registers() const { return consumer_groups() == 2 ? 24 : 32; }
+  // setmaxnreg budgets per thread: the producer gives its registers to the consumers, within what the launch
+  // allocated (65,536 / threads, in steps of 8). 128 threads per group: 2 consumers 128 * (24 + 240 + 240) =
+  // 64,512 = 384 * 168 registers; 3: 32 + 3 * 160 = 4 * 128; 4: 24 + 4 * 112 = 472 <= 5 * 96.
+  constexpr int consumer_registers() const {
+    return consumer_groups() == 2 ? 240 : consumer_groups() == 3 ? 160 : 112;
+  }
+  constexpr int producer_registers() const { return consumer_groups() == 3 ? 32 : 24; }
   // Per-thread fp32 accumulators of a consumer: O (64 x head_dim), S (64 x block_n), and P, S packed to
   // 16 bits, kept for the next step's P V while the following S is computed.
   constexpr int accumulator_registers() const { return head_dim / 2 + block_n / 2 + block_n / 4; }
@@ -61,9 +64,10 @@ struct WgmmaForwardShape {
   constexpr const char* invalid_reason() const {
     if (head_dim < 64 || head_dim > 256 || head_dim % 32 != 0)
       return "head_dim: must be a multiple of 32 in [64, 256]";
-    if (warps != 12 && warps != 16) return "warps: must be 12 (two consumer warp groups) or 16 (three)";
+    if (warps != 12 && warps != 16 && warps != 20)
+      return "warps: must be 12 (two consumer warp groups), 16 (three) or 20 (four)";
     if (block_m != 64 * consumer_groups())
-      return "block_m: must be 64 query rows per consumer warp group (128 with 12 warps, 192 with 16)";
+      return "block_m: must be 64 query rows per consumer warp group (128 with 12 warps, 192 with 16, 256 with 20)";
     if (block_n < 16 || block_n > 256 || block_n % 16 != 0) return "block_n: must be a multiple of 16 in [16, 256]";
     if (stages < 2 || stages > 4) return "stages: must be 2, 3 or 4";
     // 32 registers for addresses, indices, softmax state and the compiler's temporaries: FlashAttention-3's

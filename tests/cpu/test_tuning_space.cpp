@@ -194,6 +194,12 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
     CHECK(is_default(mask, {128, 64, 12, 2}));
     CHECK_FALSE(is_default(mask, {128, 80, 12, 2}));
   }
+  // d=64 without a mask: four consumer groups (256x64) up to 1k keys, 192x128 from there and for unknown lengths.
+  const auto d64_unmasked = [&](std::int64_t keys) {
+    return wgmma->default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm90, keys, "sm_90a");
+  };
+  for (std::int64_t keys : {1, 512, 1000, 1024}) CHECK(d64_unmasked(keys) == TileConfig{256, 64, 20, 3});
+  for (std::int64_t keys : {0, 1025, 2048, 16384}) CHECK(d64_unmasked(keys) == TileConfig{192, 128, 16, 3});
   for (const ForwardSpec& s : defaults) {
     const auto tiles = s.family->default_configs(s.dtype, s.head_dim, s.mask, kSmemBytesSm90, "sm_90a");
     CHECK(std::find(tiles.begin(), tiles.end(), s.tile) != tiles.end());

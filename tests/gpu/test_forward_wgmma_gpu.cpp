@@ -95,8 +95,8 @@ TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
 TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its rows cannot see") {
   // With key tiles no wider than the rows after a block's first group, on a persistent grid, the first groups
   // hand the block's last key tiles back unread (and, ping-ponging, pass their turns), and groups whose rows
-  // lie past the end all of them (192-row blocks over 1000 or 2048 queries); bottom-right masks with fewer
-  // keys than queries leave groups with no key at all beside groups with some.
+  // lie past the end all of them (192-row blocks over 1000 or 2048 queries, 256-row ones over 129 or 190);
+  // bottom-right masks with fewer keys than queries leave groups with no key at all beside groups with some.
   if (!on_hopper()) return;
   struct Shape {
     std::int64_t seqlen_q, seqlen_kv;
@@ -104,7 +104,7 @@ TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its r
   constexpr Shape kShapes[] = {{1000, 1000}, {1000, 63}, {190, 333}, {129, 1000}, {2048, 2000}};
   for (int d : {64, 128, 256})
     for (const TileConfig& tile : {TileConfig{128, 64, 12, 2}, TileConfig{192, 64, 16, 2}, TileConfig{192, 112, 16, 2},
-                                   TileConfig{192, 128, 16, 2}}) {
+                                   TileConfig{192, 128, 16, 2}, TileConfig{256, 64, 20, 2}}) {
       if (WgmmaForwardShape{d, tile.block_m, tile.block_n, tile.warps, tile.stages, true}.invalid_reason())
         continue;  // not a tile of this head dim (e.g. O, S and P exceed the consumers' registers)
       for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})

@@ -53,17 +53,20 @@ KernelFamily describe() {
   f.kernel_template = "flashrtc::attention_forward_wgmma";
   f.template_args = forward_block_template_args();
   f.template_args.push_back(TemplateArg::kPersistent);
-  f.tile_axes = {{128, 192}, {64, 80, 96, 112, 128, 144, 160, 176, 192}, {12, 16}, {2, 3}};
-  // Consumer warp groups of 64 query rows, two (three at d = 64, FlashAttention-3's 192-row tile), K and V
-  // double buffered; block_n as large as O, S and P fit in the consumers' registers and the tiles in 227 KiB.
+  f.tile_axes = {{128, 192, 256}, {64, 80, 96, 112, 128, 144, 160, 176, 192}, {12, 16, 20}, {2, 3}};
+  // Consumer warp groups of 64 query rows, two (three or four at d = 64: FlashAttention-3's 192-row tile, and
+  // 256x64 for short unmasked calls), K and V double buffered; block_n as large as O, S and P fit in the
+  // consumers' registers and the tiles in 227 KiB.
   // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full`, and `flashrtc bench` over
   // PERF.md's grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
   // each mask its row serves.
   f.defaults = {
       {64,
-       {{{192, 128, 16, 3}}},
+       {{{192, 128, 16, 3}, 0, 2048}, {{256, 64, 20, 3}}},
        "d=64 unmasked, bf16 512-16k keys: 370-494 TFLOP/s against 361-455 for 128x128x12x2 (+2% at 512, "
-       "+8-10% from 2k); three stages 0.5-1.5% above two",
+       "+8-10% from 2k); three stages 0.5-1.5% above two. Up to 1k keys four consumer groups, 256x64x20x3: "
+       "bf16 and fp16 on an H200 +6.5-7% at 512 and 1k keys over 192x128, -2% at 2k "
+       "(docs/measurements/issue9/four_consumer_groups.md)",
        {MaskKind::kNone}},
       {64,
        {{{192, 112, 16, 2}, 0, 4096}, {{192, 128, 16, 2}}},
