@@ -95,7 +95,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
   const int tid = threadIdx.x;
-  const int group = tid / 128;
+  // The warp group, read through a shuffle where ptxas should know it is warp-uniform: what derives from it
+  // (under a causal mask on the persistent grid, the ring position of groups that skip key tiles) then stays
+  // in uniform registers with the wgmma descriptors, which it otherwise rebuilt in vector registers for each
+  // product (12% fewer instructions at d = 64 causal 1k keys; on an H200, bf16, causal +9-11% at d = 64
+  // 512-2k keys, +5-6% at d = 128 and 256; d = 64 unmasked +3% at 512-1k). Not elsewhere: d = 256 lost 2-5%
+  // (unmasked, and causal from 4k keys) (docs/measurements/issue9/uniform_group.md).
+  constexpr bool kUniformGroup =
+      kHeadDim == 64 || (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
+  const int group = kUniformGroup ? __shfl_sync(0xffffffffu, tid / 128, 0) : tid / 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
   using Block = ForwardBlock<T, kBlockM, kBlockN, kMask>;
@@ -176,18 +184,27 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   float m_run[2];
   float l_run[2];
 
+  // A product's descriptor, `bytes` into the tile at `tile`: stepped by one add from the tile's own (`first`),
+  // or built anew. Stepping ran faster on an H200 at d = 64 (+2-4%) and under a causal mask (d = 256 +5-10% at
+  // 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys, which build them
+  // (docs/measurements/issue9/uniform_group.md).
+  constexpr bool kStepDescriptors = kHeadDim <= 128 || kMask != kernel::Mask::kNone;
+  const auto descriptor = [&](unsigned long long first, unsigned tile, unsigned bytes, unsigned leading) {
+    return kStepDescriptors ? advance_descriptor(first, bytes)
+                            : make_smem_descriptor<kPanelBytes>(tile + bytes, leading, 8 * kPanelBytes);
+  };
   // S = Q K^T for the K tile in `stage`, issued and committed (not waited for).
   const auto issue_qk = [&](int stage) {
     const unsigned k_tile = k_smem + stage * kKVBytes;
+    const unsigned long long q_desc = make_smem_descriptor<kPanelBytes>(q_tile, 16, 8 * kPanelBytes);
+    const unsigned long long k_desc = make_smem_descriptor<kPanelBytes>(k_tile, 16, 8 * kPanelBytes);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kQKSteps; ++step) {
       const unsigned panel = (step * 16) / kPanelElements;
       const unsigned inside = (step * 16) % kPanelElements * 2;  // bytes into the panel's rows
-      const unsigned long long a =
-          make_smem_descriptor<kPanelBytes>(q_tile + panel * 64u * kPanelBytes + inside, 16, 8 * kPanelBytes);
-      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
-          k_tile + panel * unsigned(kBlockN) * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      const unsigned long long a = descriptor(q_desc, q_tile, panel * 64u * kPanelBytes + inside, 16);
+      const unsigned long long b = descriptor(k_desc, k_tile, panel * unsigned(kBlockN) * kPanelBytes + inside, 16);
       Wgmma<T, kBlockN>::template ss<0>(acc_s, a, b, step > 0);
     }
     wgmma_commit();
@@ -195,12 +212,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // O += P V for the V tile in `stage`: V is the MN-major B operand (head dim contiguous), panels of the
   // head dim block_n rows apart, 16 keys per step.
   const auto issue_pv = [&](int stage) {
+    constexpr unsigned kLeading = unsigned(kBlockN) * kPanelBytes;
     const unsigned v_tile = v_smem + stage * kKVBytes;
+    const unsigned long long v_desc = make_smem_descriptor<kPanelBytes>(v_tile, kLeading, 8 * kPanelBytes);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kPVSteps; ++step) {
-      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
-          v_tile + step * 16u * kPanelBytes, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
+      const unsigned long long b = descriptor(v_desc, v_tile, step * 16u * kPanelBytes, kLeading);
       Wgmma<T, kHeadDim>::template rs<1>(acc_o, p_frag[step], b, 1);
     }
     wgmma_commit();

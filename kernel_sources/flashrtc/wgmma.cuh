@@ -56,6 +56,14 @@ __device__ __forceinline__ unsigned long long make_smem_descriptor(unsigned addr
   return desc;
 }
 
+// The descriptor of the tile `bytes` past desc's start. The start field holds address >> 4 of a shared address
+// below 256 KiB, so the add never carries out of it: one add on the low word, where make_smem_descriptor for
+// each address masks, shifts and ORs again.
+__device__ __forceinline__ unsigned long long advance_descriptor(unsigned long long desc, unsigned bytes) {
+  const unsigned low = static_cast<unsigned>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | low;
+}
+
 // Before the first wgmma of a batch: orders earlier register and shared-memory writes before wgmma reads.
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
