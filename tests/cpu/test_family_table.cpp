@@ -112,17 +112,21 @@ TEST_CASE("the name expression follows the family's template-argument list") {
   CHECK(values[6] == static_cast<int>(MaskKind::kCausalBottomRight));
 }
 
-TEST_CASE("the Hopper family's grid: persistent without a mask, and under a causal mask up to 2048 keys") {
+TEST_CASE("the Hopper family's grid: persistent under every mask; a rule's key-length bound") {
   const KernelFamily* wgmma = find_kernel_family("wgmma");
   REQUIRE(wgmma);
-  for (std::int64_t keys : {0, 1, 512, 2048, 2049, 1 << 20}) CHECK(wgmma->runs_persistent(MaskKind::kNone, keys));
-  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
-    CHECK(wgmma->runs_persistent(mask, 1));
-    CHECK(wgmma->runs_persistent(mask, 1500));
-    CHECK(wgmma->runs_persistent(mask, 2048));
-    CHECK_FALSE(wgmma->runs_persistent(mask, 2049));
-    CHECK_FALSE(wgmma->runs_persistent(mask, 0));  // unknown: judged long
-  }
+  for (MaskKind mask : kMaskKinds)
+    for (std::int64_t keys : {0, 1, 512, 2048, 2049, 1 << 20}) CHECK(wgmma->runs_persistent(mask, keys));
+  // A rule bounded by the key length's bucket; an unknown length is judged long.
+  KernelFamily bounded = *wgmma;
+  bounded.persistent = {{{MaskKind::kCausalTopLeft}, 2048, "a test rule"}};
+  CHECK(bounded.runs_persistent(MaskKind::kCausalTopLeft, 1));
+  CHECK(bounded.runs_persistent(MaskKind::kCausalTopLeft, 1500));
+  CHECK(bounded.runs_persistent(MaskKind::kCausalTopLeft, 2048));
+  CHECK_FALSE(bounded.runs_persistent(MaskKind::kCausalTopLeft, 2049));
+  CHECK_FALSE(bounded.runs_persistent(MaskKind::kCausalTopLeft, 0));
+  CHECK_FALSE(bounded.runs_persistent(MaskKind::kCausalBottomRight, 512));
+  CHECK_FALSE(bounded.runs_persistent(MaskKind::kNone, 512));
   // The choice is a template argument: the two grids are two kernels, cached apart.
   KernelSpec spec{DType::kBFloat16, 128, MaskKind::kCausalTopLeft, {128, 128, 12, 2}, wgmma};
   const std::string one_tile = wgmma->name_expression(spec);
@@ -135,7 +139,7 @@ TEST_CASE("the Hopper family's grid: persistent without a mask, and under a caus
   ConfigQuery query;
   query.dtype = DType::kBFloat16, query.head_dim = 128, query.mask = MaskKind::kCausalTopLeft;
   ConfigResolution resolution;
-  resolution.family = wgmma;
+  resolution.family = &bounded;
   resolution.config = {128, 128, 12, 2};
   query.seqlen_kv = 1024;
   CHECK(call_kernel_spec(query, resolution).persistent);

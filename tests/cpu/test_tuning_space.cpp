@@ -162,8 +162,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
             for (MaskKind mask : kMaskKinds)
               expected += family->default_specs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
-  // The Hopper family's grids: persistent for every unmasked call; under a causal mask both, the persistent
-  // kernel for short keys (with 128x128 at d=128) and one block per tile for long ones (128x160).
+  // The Hopper family's grid: persistent for every call; at d=128 128x128 below 4096 keys, 128x160 from there.
   const KernelFamily* hopper = find_kernel_family("wgmma");
   REQUIRE(hopper);
   const auto hopper_warmed = [&](MaskKind mask, const TileConfig& tile, bool persistent) {
@@ -175,9 +174,9 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, true) == 1);
   CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, false) == 0);
   for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
-    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, false) == 1);
-    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, true) == 0);  // from 4096 keys: one block per tile only
-    CHECK(hopper_warmed(mask, {128, 128, 12, 2}, true) == 1);   // up to 2048 keys: the persistent grid only
+    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, true) == 1);
+    CHECK(hopper_warmed(mask, {128, 128, 12, 2}, true) == 1);
+    CHECK(hopper_warmed(mask, {128, 160, 12, 2}, false) == 0);
     CHECK(hopper_warmed(mask, {128, 128, 12, 2}, false) == 0);
   }
   // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.

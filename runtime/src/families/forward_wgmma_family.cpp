@@ -69,10 +69,10 @@ KernelFamily describe() {
        "(docs/measurements/issue9/four_consumer_groups.md)",
        {MaskKind::kNone}},
       {64,
-       {{{192, 112, 16, 2}, 0, 4096}, {{192, 128, 16, 2}}},
-       "d=64 causal: 192x112 on one block per tile from 4k keys (+4% at 8k over 128x128; 192x128 spills 12 "
-       "bytes there); below, on the persistent grid, 192x128 against 128x128 / 192x112 (H200, bf16 and fp16, "
-       "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%"},
+       {{{192, 128, 16, 2}}},
+       "d=64 causal: 192x128 against 128x128 / 192x112 (H200, bf16 and fp16, "
+       "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%; 4k-16k +4-6% "
+       "over 192x112 on the persistent grid (docs/measurements/issue9/uniform_group.md)"},
       {96, {{{128, 128, 12, 2}}}, "d=96: the d=64 and d=128 choice; not swept"},
       {128,
        {{{128, 160, 12, 2}, 0, 4096}, {{128, 128, 12, 2}}},
@@ -91,14 +91,15 @@ KernelFamily describe() {
        "d=256: 645 (causal 548) in the sweep; 128x80 spills 40-56 bytes under a causal mask"},
   };
   // A persistent grid hides each work tile's prologue and epilogue under its neighbours' work. Under a
-  // causal mask the kernel's tile loop costs the main loop 1-9% at 4k keys and more (ptxas keeps the
-  // shared-memory descriptors out of uniform registers there), so only short causal calls take it.
+  // causal mask its tile loop had cost the main loop 1-9% from 4k keys while ptxas kept the shared-memory
+  // descriptors out of uniform registers; since the warp group index is uniform (65600df) it wins there too.
   f.persistent = {
       {{MaskKind::kNone}, 0, "every tile costs the same: blocks stride over them"},
       {{MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight},
-       2048,
-       "bf16 on an H200, d=64/128: +6-12% at 512 keys, +1-7% at 1k, +1-2% at 2k; 1-9% slower from 4k "
-       "(docs/measurements/issue9/causal_tile_scheduler.md)"},
+       0,
+       "bf16 on an H200: +6-12% at 512 keys, +1-7% at 1k, +1-2% at 2k (d=64/128, "
+       "docs/measurements/issue9/causal_tile_scheduler.md); 4k-16k at 65600df d=64 +4-10%, d=128 0 to "
+       "+4.5%, d=256 +1-4% (docs/measurements/issue9/uniform_group.md)"},
   };
   use_shape_rules<shape>(f);
   f.build_launch = build_launch;
