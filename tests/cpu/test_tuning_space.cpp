@@ -199,6 +199,14 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   };
   for (std::int64_t keys : {1, 512, 1000, 1024}) CHECK(d64_unmasked(keys) == TileConfig{256, 64, 20, 3});
   for (std::int64_t keys : {0, 1025, 2048, 16384}) CHECK(d64_unmasked(keys) == TileConfig{192, 128, 16, 3});
+  // Under a causal mask the same split, with two stages.
+  for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    const auto d64_causal = [&](std::int64_t keys) {
+      return wgmma->default_config(DType::kBFloat16, 64, mask, kSmemBytesSm90, keys, "sm_90a");
+    };
+    for (std::int64_t keys : {1, 512, 1024}) CHECK(d64_causal(keys) == TileConfig{256, 64, 20, 2});
+    for (std::int64_t keys : {0, 1025, 4096}) CHECK(d64_causal(keys) == TileConfig{192, 128, 16, 2});
+  }
   for (const ForwardSpec& s : defaults) {
     const auto tiles = s.family->default_configs(s.dtype, s.head_dim, s.mask, kSmemBytesSm90, "sm_90a");
     CHECK(std::find(tiles.begin(), tiles.end(), s.tile) != tiles.end());
