@@ -306,6 +306,7 @@ TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, com
   std::size_t persistent = 0, pos = 0;
   while ((pos = r.out.find("  persistent\n", pos)) != std::string::npos) ++persistent, ++pos;
   CHECK(persistent == 1);
+  CHECK(r.out.find("1 entries") != std::string::npos);
 }
 
 TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CACHED refuses to compile") {
