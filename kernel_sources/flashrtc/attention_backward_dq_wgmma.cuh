@@ -64,7 +64,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
   const int tid = threadIdx.x;
-  const int group = tid / 128;
+  // The warp group, read through a shuffle so that ptxas knows it is warp-uniform: what derives from it
+  // (the group's Q and dO tiles) then stays in uniform registers with the wgmma descriptors, each stepped from its
+  // tile's own by one add. On an H200, bf16, whole backward calls ran 1.5-7% faster with both
+  // (docs/measurements/issue9/uniform_group.md, the forward's finding).
+  const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = tid / 32;
   const int lane = tid % 32;
 
@@ -166,6 +170,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const auto issue_s_dp = [&](int stage) {
     const unsigned k_tile = k_smem + stage * kKVBytes;
     const unsigned v_tile = v_smem + stage * kKVBytes;
+    const auto desc = [](unsigned tile) { return make_smem_descriptor<kPanelBytes>(tile, 16, 8 * kPanelBytes); };
+    const unsigned long long q_desc = desc(q_tile), k_desc = desc(k_tile), do_desc = desc(do_tile),
+                             v_desc = desc(v_tile);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kQKSteps; ++step) {
@@ -173,9 +180,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const unsigned inside = (step * 16) % kPanelElements * 2;  // bytes into the panel's rows
       const unsigned a_offset = panel * 64u * kPanelBytes + inside;
       const unsigned b_offset = panel * unsigned(kBlockN) * kPanelBytes + inside;
-      Wgmma<T, kBlockN>::template ss<0>(
-          acc_s, make_smem_descriptor<kPanelBytes>(q_tile + a_offset, 16, 8 * kPanelBytes),
-          make_smem_descriptor<kPanelBytes>(k_tile + b_offset, 16, 8 * kPanelBytes), step > 0);
+      Wgmma<T, kBlockN>::template ss<0>(acc_s, advance_descriptor(q_desc, a_offset),
+                                        advance_descriptor(k_desc, b_offset), step > 0);
     }
 #pragma unroll
     for (int step = 0; step < kQKSteps; ++step) {
@@ -183,9 +189,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const unsigned inside = (step * 16) % kPanelElements * 2;
       const unsigned a_offset = panel * 64u * kPanelBytes + inside;
       const unsigned b_offset = panel * unsigned(kBlockN) * kPanelBytes + inside;
-      Wgmma<T, kBlockN>::template ss<0>(
-          acc_dp, make_smem_descriptor<kPanelBytes>(do_tile + a_offset, 16, 8 * kPanelBytes),
-          make_smem_descriptor<kPanelBytes>(v_tile + b_offset, 16, 8 * kPanelBytes), step > 0);
+      Wgmma<T, kBlockN>::template ss<0>(acc_dp, advance_descriptor(do_desc, a_offset),
+                                        advance_descriptor(v_desc, b_offset), step > 0);
     }
     wgmma_commit();
   };
@@ -195,11 +200,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // overlapped products (C7515).
   const auto issue_dq = [&](int stage, bool accumulate) {
     const unsigned k_tile = k_smem + stage * kKVBytes;
+    const unsigned long long k_desc =
+        make_smem_descriptor<kPanelBytes>(k_tile, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < kDSSteps; ++step) {
-      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
-          k_tile + step * 16u * kPanelBytes, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
+      const unsigned long long b = advance_descriptor(k_desc, step * 16u * kPanelBytes);
       Wgmma<T, kHeadDim>::template rs<1>(acc_dq, ds_frag[step], b, accumulate || step > 0);
     }
     wgmma_commit();

@@ -109,7 +109,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
 
   const int tid = threadIdx.x;
-  const int group = tid / 128;
+  // The warp group, read through a shuffle so that ptxas knows it is warp-uniform: what derives from it
+  // (the group's slice of K and V) then stays in uniform registers with the wgmma descriptors, each stepped from its
+  // tile's own by one add. On an H200, bf16, whole backward calls ran 1.5-7% faster with both
+  // (docs/measurements/issue9/uniform_group.md, the forward's finding).
+  const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = tid / 32;
   const int lane = tid % 32;
 
@@ -169,14 +173,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   // A (rows x head dim) times B (rows x head dim) transposed, both K-major: S^T = K Q^T and dP^T = V dO^T.
   const auto issue_scores = [&](float(&acc)[kBlockM / 2], unsigned a_tile, unsigned b_tile) {
+    const unsigned long long a_desc = make_smem_descriptor<kPanelBytes>(a_tile, 16, 8 * kPanelBytes);
+    const unsigned long long b_desc = make_smem_descriptor<kPanelBytes>(b_tile, 16, 8 * kPanelBytes);
 #pragma unroll
     for (int step = 0; step < kDSteps; ++step) {
       const unsigned panel = (step * 16) / kPanelElements;
       const unsigned inside = (step * 16) % kPanelElements * 2;  // bytes into the panel's rows
-      const unsigned long long a = make_smem_descriptor<kPanelBytes>(
-          a_tile + panel * unsigned(kBlockN) * kPanelBytes + inside, 16, 8 * kPanelBytes);
-      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
-          b_tile + panel * unsigned(kBlockM) * kPanelBytes + inside, 16, 8 * kPanelBytes);
+      const unsigned long long a = advance_descriptor(a_desc, panel * unsigned(kBlockN) * kPanelBytes + inside);
+      const unsigned long long b = advance_descriptor(b_desc, panel * unsigned(kBlockM) * kPanelBytes + inside);
       Wgmma<T, kBlockM>::template ss<0>(acc, a, b, step > 0);
     }
   };
@@ -184,10 +188,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // MN-major B operand (head dim contiguous), panels block_m rows apart, 16 queries per step.
   const auto issue_gradient = [&](float(&acc)[kHeadDim / 2], const unsigned(&frag)[kQSteps][4],
                                   unsigned tile) {
+    const unsigned long long desc =
+        make_smem_descriptor<kPanelBytes>(tile, unsigned(kBlockM) * kPanelBytes, 8 * kPanelBytes);
 #pragma unroll
     for (int step = 0; step < kQSteps; ++step) {
-      const unsigned long long b = make_smem_descriptor<kPanelBytes>(
-          tile + step * 16u * kPanelBytes, unsigned(kBlockM) * kPanelBytes, 8 * kPanelBytes);
+      const unsigned long long b = advance_descriptor(desc, step * 16u * kPanelBytes);
       Wgmma<T, kHeadDim>::template rs<1>(acc, frag[step], b, 1);
     }
   };
