@@ -42,9 +42,10 @@ struct WgmmaForwardShape {
 
   constexpr unsigned q_group_bytes() const { return 64u * unsigned(head_dim) * 2u; }
   constexpr unsigned kv_tile_bytes() const { return unsigned(block_n) * unsigned(head_dim) * 2u; }
-  // mbarriers: Q full and Q empty per consumer group and Q slot; K full, V full, K empty, V empty per stage.
+  // mbarriers: Q full and Q empty per consumer group and Q slot; K full, V full, K empty, V empty per stage;
+  // "O stored" (where O leaves through the K and V buffers).
   constexpr unsigned barrier_bytes(int slots) const {
-    return 8u * unsigned(2 * consumer_groups() * slots + 4 * stages);
+    return 8u * unsigned(2 * consumer_groups() * slots + 4 * stages + 1);
   }
   constexpr unsigned barrier_bytes() const { return barrier_bytes(q_slots()); }
   // The tile scheduler's two slots and their four mbarriers (TileScheduler::kBytes in tile_scheduler.cuh,
