@@ -11,8 +11,8 @@ namespace flashrtc::detail {
 
 namespace {
 
-ContextInfo describe(CUcontext context, CUdevice device) {
-  ContextInfo info;
+// In place: a ContextInfo holds a once_flag, which does not move.
+void describe(ContextInfo& info, CUcontext context, CUdevice device) {
   info.context = context;
   info.device = device;
   char name[256] = {};
@@ -23,7 +23,6 @@ ContextInfo describe(CUcontext context, CUdevice device) {
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   FLASHRTC_CU_CHECK(cuDeviceGetAttribute, &info.smem_per_block_optin_bytes,
                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
-  return info;
 }
 
 }  // namespace
@@ -40,7 +39,8 @@ const ContextInfo& current_context() {
     FLASHRTC_CU_CHECK(cuCtxSetCurrent, context);
   }
   // Described once per context; the cache is process-wide because contexts live until process exit here.
-  // The driver generation keeps a test's fake context from being answered with another table's description.
+  // The driver generation keeps a test's fake context from being answered with another table's description
+  // (or scratch pool).
   static std::mutex mutex;
   static std::map<std::pair<std::uint64_t, CUcontext>, std::unique_ptr<ContextInfo>> known;
   const std::pair<std::uint64_t, CUcontext> key{driver_generation(), context};
@@ -49,7 +49,9 @@ const ContextInfo& current_context() {
   if (it == known.end()) {
     CUdevice device = 0;
     FLASHRTC_CU_CHECK(cuCtxGetDevice, &device);
-    it = known.emplace(key, std::make_unique<ContextInfo>(describe(context, device))).first;
+    auto info = std::make_unique<ContextInfo>();
+    describe(*info, context, device);
+    it = known.emplace(key, std::move(info)).first;
   }
   return *it->second;
 }

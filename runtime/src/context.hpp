@@ -3,6 +3,7 @@
 // their device's primary context current), else device 0's primary context, retained and made current.
 #include <cuda.h>
 
+#include <mutex>
 #include <string>
 
 namespace flashrtc::detail {
@@ -14,6 +15,10 @@ struct ContextInfo {
   int cc_major = 0, cc_minor = 0;
   int multiprocessors = 0;
   int smem_per_block_optin_bytes = 0;
+  // flashrtc's stream-ordered scratch pool on this device, made on first use (stream_scratch.cpp); a failed
+  // attempt leaves the flag unset, so the next call tries again.
+  mutable std::once_flag scratch_pool_made;
+  mutable CUmemoryPool scratch_pool = nullptr;
 };
 
 // Throws Error(kNoDevice) without a driver or device, Error(kDriver) when a call fails.

@@ -1,7 +1,6 @@
 #include "stream_scratch.hpp"
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -24,29 +23,25 @@ constexpr cuuint64_t kPoolKeptBytes = cuuint64_t{64} << 20;
 // device's default pool, which the application may rely on or tune, is left as it is.
 CUmemoryPool scratch_pool() {
   const ContextInfo& context = current_context();
-  // Keyed as current_context() keys its descriptions: a test's fake driver gets pools of its own.
-  static std::mutex mutex;
-  static std::map<std::pair<std::uint64_t, CUcontext>, CUmemoryPool> pools;
-  const std::pair<std::uint64_t, CUcontext> key{driver_generation(), context.context};
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = pools.find(key); it != pools.end()) return it->second;
-  CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = context.device;
-  CUmemoryPool pool = nullptr;
-  if (const CUresult status = driver().cuMemPoolCreate(&pool, &props); status != CUDA_SUCCESS)
-    throw Error(ErrorCode::kDriver, "cannot create the scratch memory pool on " + context.name, "cuMemPoolCreate",
-                driver_status_name(status));
-  cuuint64_t kept = kPoolKeptBytes;
-  if (const CUresult status = driver().cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &kept);
-      status != CUDA_SUCCESS)
-    throw Error(ErrorCode::kDriver, "cannot set the scratch memory pool's release threshold",
-                "cuMemPoolSetAttribute", driver_status_name(status));
-  // Never destroyed: allocations from it may be in flight until the process ends, as with the contexts.
-  pools.emplace(key, pool);
-  return pool;
+  std::call_once(context.scratch_pool_made, [&context] {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = context.device;
+    CUmemoryPool pool = nullptr;
+    if (const CUresult status = driver().cuMemPoolCreate(&pool, &props); status != CUDA_SUCCESS)
+      throw Error(ErrorCode::kDriver, "cannot create the scratch memory pool on " + context.name,
+                  "cuMemPoolCreate", driver_status_name(status));
+    cuuint64_t kept = kPoolKeptBytes;
+    if (const CUresult status = driver().cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &kept);
+        status != CUDA_SUCCESS)
+      throw Error(ErrorCode::kDriver, "cannot set the scratch memory pool's release threshold",
+                  "cuMemPoolSetAttribute", driver_status_name(status));
+    // Never destroyed: allocations from it may be in flight until the process ends, as with the contexts.
+    context.scratch_pool = pool;
+  });
+  return context.scratch_pool;
 }
 
 }  // namespace

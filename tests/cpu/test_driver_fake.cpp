@@ -348,6 +348,22 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "scratch memory lives on the call's stream
   CHECK(fake.calls("cuMemAllocFromPoolAsync") == 1);
 }
 
+TEST_CASE_FIXTURE(RestoresRealDriver, "the scratch pool is made once per context, again after a failed attempt") {
+  FakeDriver fake;
+  detail::current_context();
+  Stream stream;
+  const auto cu_stream = static_cast<CUstream>(stream.handle());
+  fake.context_status = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  const Error e = expect_error([&] { detail::Scratch::on_stream(4096, cu_stream); });
+  CHECK(e.code() == ErrorCode::kDriver);
+  CHECK(e.call() == "cuMemPoolCreate");
+  fake.context_status = CUDA_SUCCESS;
+  for (int i = 0; i < 3; ++i) CHECK(detail::Scratch::on_stream(4096, cu_stream).owned());
+  CHECK(fake.calls("cuMemPoolCreate") == 2);
+  CHECK(fake.calls("cuMemPoolSetAttribute") == 1);
+  CHECK(fake.calls("cuMemAllocFromPoolAsync") == 3);
+}
+
 TEST_CASE_FIXTURE(RestoresRealDriver, "a caller's workspace is checked and never freed") {
   FakeDriver fake;
   alignas(64) static unsigned char workspace[4096];
