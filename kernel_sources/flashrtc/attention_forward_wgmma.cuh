@@ -165,12 +165,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           const int n0 = (block.num_n_blocks - 1 - i) * kBlockN;
           const int stage = kv_loads % kStages;
           const unsigned phase = (kv_loads / kStages) & 1;
-          // The first load into the stage where a tile's O was left (its last key tile's, two loads back);
-          // every tile has the same key tiles without a mask.
+          // The first load into the stage where an earlier tile's O was left, two loads after that tile's last
+          // key tile (every tile has the same key tiles without a mask): this tile's second key tile, or with
+          // one key tile per tile this tile's first, the O of the tile before the previous one.
           if constexpr (kOInKV) {
-            const int after = kv_loads - 1;
-            if (after >= block.num_n_blocks && after % block.num_n_blocks == 0)
-              mbarrier_wait(o_stored, (after / block.num_n_blocks - 1) & 1);
+            const int owner = block.num_n_blocks == 1 ? local - 2 : i == 1 ? local - 1 : -1;
+            if (owner >= 0) mbarrier_wait(o_stored, owner & 1);
           }
           mbarrier_wait(k_empty(stage), phase ^ 1);
           mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
@@ -462,11 +462,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         tma_store_4d(o_map, o_tile + panel * 64u * kPanelBytes, panel * kPanelElements, static_cast<int>(group_m0),
                      out.head, out.batch);
       tma_store_commit();
-      if constexpr (!kDeferredHandBack) {
-        if (!o_in_kv) {
-          tma_store_wait_read();
-          if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot), kOInKV ? 4u : 1u);
-        }
+      if (!kDeferredHandBack && !o_in_kv) {
+        tma_store_wait_read();
+        if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot), kOInKV ? 4u : 1u);
       }
     }
   });
