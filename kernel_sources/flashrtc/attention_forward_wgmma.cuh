@@ -105,6 +105,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const auto v_empty = [&](int stage) { return barriers + 8u * (2 * kQBarriers + 3 * kStages + stage); };
   const unsigned o_stored = barriers + 8u * (2 * kQBarriers + 4 * kStages);
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
+  // Ping-pong (the consumers' turns, below): two groups of up to 128 columns.
+  constexpr bool kPingPong = kConsumers == 2 && kHeadDim <= 128;
+  // Where the softmax's exponentials run under the group's own P V: the kernels whose groups take no ping-pong
+  // turns and are at most three (d = 64 on 192-row tiles, d > 128). ptxas schedules a wgmma.wait_group at the top of
+  // its basic block, which put the wait for P V ahead of every exponential; in a block of its own after
+  // the softmax it stays there. On an H200, bf16, with the flags below that it enables: d = 64 unmasked
+  // +4-6% from 2k keys, d = 256 unmasked +3-4%, d = 256 causal +1-2% from 1k keys; the ping-pong kernels
+  // (d <= 128, two groups) lost 1-2% and d = 64 on four groups (256x64) 2-4% at 512-1k causal keys, so they keep
+  // the wait ahead (docs/measurements/issue9/softmax_under_pv.md).
+  constexpr bool kSoftmaxUnderPV = !kPingPong && kConsumers <= 3;
 
   const int tid = threadIdx.x;
   // The warp group, read through a shuffle where ptxas should know it is warp-uniform: what derives from it
@@ -112,9 +122,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // in uniform registers with the wgmma descriptors, which it otherwise rebuilt in vector registers for each
   // product (12% fewer instructions at d = 64 causal 1k keys; on an H200, bf16, causal +9-11% at d = 64
   // 512-2k keys, +5-6% at d = 128 and 256; d = 64 unmasked +3% at 512-1k). Not elsewhere: d = 256 lost 2-5%
-  // (unmasked, and causal from 4k keys) (docs/measurements/issue9/uniform_group.md).
-  constexpr bool kUniformGroup =
-      kHeadDim == 64 || (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
+  // (unmasked, and causal from 4k keys) (docs/measurements/issue9/uniform_group.md), until its exponentials
+  // ran under P V (kSoftmaxUnderPV): then +3-4% unmasked with the stepped descriptors below.
+  constexpr bool kUniformGroup = kHeadDim == 64 || kSoftmaxUnderPV ||
+                                 (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
   const int group = kUniformGroup ? __shfl_sync(0xffffffffu, tid / 128, 0) : tid / 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -206,9 +217,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   // A product's descriptor, `bytes` into the tile at `tile`: stepped by one add from the tile's own (`first`),
   // or built anew. Stepping ran faster on an H200 at d = 64 (+2-4%) and under a causal mask (d = 256 +5-10% at
-  // 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys, which build them
-  // (docs/measurements/issue9/uniform_group.md).
-  constexpr bool kStepDescriptors = kHeadDim <= 128 || kMask != kernel::Mask::kNone;
+  // 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys
+  // (docs/measurements/issue9/uniform_group.md) until kSoftmaxUnderPV, with which it gains (above).
+  constexpr bool kStepDescriptors = kHeadDim <= 128 || kMask != kernel::Mask::kNone || kSoftmaxUnderPV;
   const auto descriptor = [&](unsigned long long first, unsigned tile, unsigned bytes, unsigned leading) {
     return kStepDescriptors ? advance_descriptor(first, bytes)
                             : make_smem_descriptor<kPanelBytes>(tile + bytes, leading, 8 * kPanelBytes);
@@ -245,7 +256,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   };
   // Ping-pong: named barrier 1 + g is group g's turn to issue products; both groups (256 threads) count on
   // it, the owner waiting, the other arriving when it has issued its own.
-  constexpr bool kPingPong = kConsumers == 2 && kHeadDim <= 128;
   const auto wait_turn = [&]() {
     if constexpr (kPingPong) named_barrier_sync(1 + consumer, 256);
   };
@@ -258,11 +268,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     if (lane == 0) mbarrier_arrive(bar);
   };
   // The lane's two rows go through the softmax together, each in two chains (online_softmax.cuh), except at
-  // d = 64 without a mask, where the exponentials bound the kernel: one row after the other keeps the MUFU
-  // busy under the next row's max. On an H200 together ran 1-5% faster at d = 96 and 128 and at d = 64
-  // causal, within 1.5% either way at d = 256, and 3-4% slower at d = 64 without a mask (A/B over the grid:
-  // docs/measurements/issue9/softmax_rows.md).
-  constexpr int kSoftmaxRows = kHeadDim == 64 && kMask == kernel::Mask::kNone ? 1 : 2;  // and chains per row
+  // d = 64 without a mask on four groups, where the exponentials bound the kernel: one row after the other
+  // keeps the MUFU busy under the next row's max. On an H200 together ran 1-5% faster at d = 96 and 128 and
+  // at d = 64 causal, within 1.5% either way at d = 256, and 3-4% slower at d = 64 without a mask (A/B over
+  // the grid: docs/measurements/issue9/softmax_rows.md) until the exponentials ran under P V there
+  // (kSoftmaxUnderPV: together +4-6% on 192x128 tiles).
+  constexpr int kSoftmaxRows =
+      kHeadDim == 64 && kMask == kernel::Mask::kNone && !kSoftmaxUnderPV ? 1 : 2;  // and chains per row
   // Scales, masks and exponentiates S of the key tile at n0 in place (this lane's rows are row0 and row0 + 8
   // of the group's 64 from group_m0); returns whether some row's maximum moved, and each row's O rescale
   // factor. Tiles without a mask fold the scale into the exponent. Key tiles go from the last to the first,
@@ -304,6 +316,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     return softmax_columns(Columns<kBlockN>{}, mask, group_m0, row0, n0, first_tile, alpha);
   };
   const auto pack_p = [&]() { pack_a_fragments<T>(acc_s, p_frag); };
+  // Every product of the group has completed: O and the P fragments may be read and written again.
+  const auto wait_pv = [&]() {
+    wgmma_wait<0>();
+    wgmma_hold(acc_o);
+    wgmma_hold(p_frag);
+  };
 
   // Ping-pong turns run on across tiles: both groups take num_n_blocks + 1 turns per tile. Group 1 passes
   // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.
@@ -401,16 +419,25 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         release(k_empty(stage));
         const bool moved =
             softmax(mask, group_m0, row0, static_cast<long long>(n_blocks - 1 - i) * kBlockN, false, alpha);
-        wgmma_wait<0>();
-        wgmma_hold(acc_o);
-        wgmma_hold(p_frag);
-        release(v_empty(prev));
         // Once the running maxima settle most tiles move none of the warp's: skip the rescale then.
-        if (__any_sync(0xffffffffu, moved)) {
+        const auto rescale_o = [&]() {
 #pragma unroll
           for (int t = 0; t < kOTiles; ++t)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_o[4 * t + e] *= alpha[e / 2];
+        };
+        if constexpr (kSoftmaxUnderPV) {  // the wait in each arm of the branch: its own basic block
+          if (__any_sync(0xffffffffu, moved)) {
+            wait_pv();
+            rescale_o();
+          } else {
+            wait_pv();
+          }
+          release(v_empty(prev));
+        } else {
+          wait_pv();
+          release(v_empty(prev));
+          if (__any_sync(0xffffffffu, moved)) rescale_o();
         }
         pack_p();
       }
@@ -420,9 +447,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       wait_turn();
       issue_pv(last);
       pass_turn();
-      wgmma_wait<0>();
-      wgmma_hold(acc_o);
-      wgmma_hold(p_frag);
+      wait_pv();
       release(v_empty(last));
       kv_reads += n_blocks;
     }
