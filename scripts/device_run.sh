@@ -8,7 +8,8 @@
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
 # time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA), sanitize
 # (compute-sanitizer memcheck and racecheck over the gpu suite's sanitizer set and the graph test), compile
-# (cold NVRTC compile time of the sm_90a defaults, one compile at a time: bench/compile_time.py).
+# (cold NVRTC compile time of the sm_90a defaults, one compile at a time: bench/compile_time.py), ab (kernel
+# sources against each other through FLASHRTC_KERNEL_DIR: AB_VARIANTS, AB_ARGS, AB_PASSES; bench/ab_table.py).
 set -uo pipefail
 D=$PWD/.devbuild
 OUT=${OUT:-/tmp/flashrtc-out}
@@ -139,6 +140,25 @@ fi
 
 if [[ " $steps " == *" compile "* ]]; then
   python3 bench/compile_time.py --cli "$FR" --reps 5 2>&1 | tee "$OUT/compile_time.md"
+fi
+
+if [[ " $steps " == *" ab "* ]]; then
+  # Kernel sources A/B: AB_VARIANTS="old=.devbuild/kernels_old new=embedded" (NAME=DIR under the repository root,
+  # or NAME=embedded for the library's own sources), each with a cache of its own, in AB_PASSES (2)
+  # interleaved passes of `flashrtc bench --json $AB_ARGS`; bench/ab_table.py prints the table.
+  runs=()
+  for pass in $(seq 1 "${AB_PASSES:-2}"); do
+    for variant in ${AB_VARIANTS:?AB_VARIANTS=\"NAME=DIR ...\"}; do
+      name=${variant%%=*} dir=${variant#*=} log="$OUT/ab_${name}_$pass.jsonl"
+      (
+        if [[ $dir == embedded ]]; then unset FLASHRTC_KERNEL_DIR; else export FLASHRTC_KERNEL_DIR=$PWD/$dir; fi
+        FLASHRTC_CACHE_DIR=/tmp/flashrtc-ab-$name "$FR" bench --json ${AB_ARGS:-} >"$log" 2>"$log.err"
+      )
+      echo "ab $name pass $pass: exit $?"
+      runs+=("$name=$log")
+    done
+  done
+  python3 bench/ab_table.py "${runs[@]}" | tee "$OUT/ab_table.txt"
 fi
 
 if [[ " $steps " == *" sanitize "* ]]; then
