@@ -40,6 +40,16 @@ Comparison compare(const double* got, const double* ref, const double* ref_input
   return c;
 }
 
+Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
+                             double max_abs_v, double abs_floor) {
+  return compare(got, ref, ref_input_precision, n, abs_floor, max_abs_v);
+}
+
+Comparison compare_forward_lse(const double* got, const double* ref, const double* ref_input_precision,
+                               std::int64_t n, double abs_floor) {
+  return compare(got, ref, ref_input_precision, n, abs_floor, 1.0);
+}
+
 std::string Comparison::summary() const {
   char line[256];
   std::snprintf(line, sizeof line,

@@ -372,3 +372,22 @@ TEST_CASE("compare: summary line") {
   CHECK(line.find("n=4096") != std::string::npos);
   CHECK(line.find("PASS") == line.size() - 4);
 }
+
+TEST_CASE("compare_forward_o and compare_forward_lse: floors from what the outputs are computed from") {
+  // One row, one visible key: the reference's lse is the scaled score, here near 0, and the input-precision
+  // reference happens to be exact. A kernel that summed the score in another order is off by its rounding.
+  const double ref = 0.023, got_rounded = ref + 2e-7, got_wrong = ref + 2e-6;
+  CHECK_FALSE(reference::compare(&got_rounded, &ref, &ref, 1).pass);  // a floor of 1e-6 x |lse| = 2.3e-8
+  CHECK(reference::compare_forward_lse(&got_rounded, &ref, &ref, 1).pass);  // 1e-6 x max(|lse|, 1)
+  CHECK_FALSE(reference::compare_forward_lse(&got_wrong, &ref, &ref, 1).pass);
+  const double big = 40.0, big_got = big + 3e-5;  // a large lse keeps its relative floor: 4e-5
+  CHECK(reference::compare_forward_lse(&big_got, &big, &big, 1).allowed == doctest::Approx(4e-5));
+  CHECK(reference::compare_forward_lse(&big_got, &big, &big, 1).pass);
+
+  // o is a mean of v: where it cancels to near 0 the floor follows max|v|.
+  const double o_ref = 1e-3, o_got = o_ref + 2e-6;
+  CHECK_FALSE(reference::compare(&o_got, &o_ref, &o_ref, 1).pass);
+  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 3.0).pass);
+  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 3.0).allowed == doctest::Approx(3e-6));
+  CHECK_FALSE(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 1.0).pass);
+}

@@ -1,8 +1,9 @@
 // `flashrtc run --check`'s verdict (tools::ForwardCheck) on host buffers, no GPU: outputs the reference
-// computes pass, outputs of another softmax scale or with a row left unwritten fail. Calls without a scale
-// use 1/sqrt(d) on both sides.
+// computes pass, outputs of another softmax scale or with a row left unwritten fail, and an lse near 0 off by
+// a score's fp32 rounding passes. Calls without a scale use 1/sqrt(d) on both sides.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -22,10 +23,10 @@ struct Call {
   std::vector<unsigned char> q, k, v;
 };
 
-Call make_call(MaskKind mask, std::optional<float> scale) {
+Call make_call(MaskKind mask, std::optional<float> scale, std::int64_t seqlen_q = 37, std::int64_t seqlen_kv = 53) {
   Call c;
   ForwardParams& p = c.p;
-  p.dtype = DType::kFloat32, p.batch = 2, p.seqlen_q = 37, p.seqlen_kv = 53, p.heads_q = 4, p.heads_kv = 2;
+  p.dtype = DType::kFloat32, p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_kv = seqlen_kv, p.heads_q = 4, p.heads_kv = 2;
   p.head_dim = 32, p.mask = mask, p.softmax_scale = scale;
   const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
   const std::int64_t kv_count = p.batch * p.seqlen_kv * p.heads_kv * p.head_dim;
@@ -100,5 +101,25 @@ TEST_CASE("run --check fails an output row the kernel never wrote") {
   std::vector<float> lse;
   reference_outputs(c, std::nullopt, o, lse);
   lse[5] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(verify(c, o, lse));
+}
+
+TEST_CASE("run --check: one visible key and an lse near 0, off by the score's rounding, passes") {
+  // One query row under the top-left causal mask sees key 0 alone: lse is its scaled score. With key 0 of
+  // every kv head made orthogonal to the queries (zero), lse = 0 and o = v0 exactly in both references, so
+  // their budget is 0; a kernel that sums q.k in another order is off by a few fp32 ulps of its terms.
+  Call c = make_call(MaskKind::kCausalTopLeft, std::nullopt, 1, 17);
+  const std::int64_t row_bytes = c.p.head_dim * 4;
+  for (std::int64_t b = 0; b < c.p.batch; ++b)
+    for (std::int64_t h = 0; h < c.p.heads_kv; ++h)
+      std::fill_n(c.k.begin() + (b * c.p.seqlen_kv * c.p.heads_kv + h) * row_bytes, row_bytes, 0);
+  std::vector<unsigned char> o;
+  std::vector<float> lse;
+  reference_outputs(c, std::nullopt, o, lse);
+  for (float x : lse) REQUIRE(x == 0.0f);
+  CHECK(verify(c, o, lse));
+  for (float& x : lse) x = 2e-7f;  // the rounding of a score summed in another order
+  CHECK(verify(c, o, lse));
+  lse[3] = 5e-6f;  // beyond the floor of 1e-6 x max(|lse|, 1)
   CHECK_FALSE(verify(c, o, lse));
 }
