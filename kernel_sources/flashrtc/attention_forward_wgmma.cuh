@@ -107,13 +107,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr unsigned kConsumerWarps = 4u * kConsumers;
   // Ping-pong (the consumers' turns, below): two groups of up to 128 columns.
   constexpr bool kPingPong = kConsumers == 2 && kHeadDim <= 128;
-  // Where the softmax's exponentials run under the group's own P V: the kernels whose groups take no ping-pong
-  // turns and are at most three (d = 64 on 192-row tiles, d > 128). ptxas schedules a wgmma.wait_group at the top of
-  // its basic block, which put the wait for P V ahead of every exponential; in a block of its own after
-  // the softmax it stays there. On an H200, bf16, with the flags below that it enables: d = 64 unmasked
-  // +4-6% from 2k keys, d = 256 unmasked +3-4%, d = 256 causal +1-2% from 1k keys; the ping-pong kernels
-  // (d <= 128, two groups) lost 1-2% and d = 64 on four groups (256x64) 2-4% at 512-1k causal keys, so they keep
-  // the wait ahead (docs/measurements/issue9/softmax_under_pv.md).
+  // Where the softmax's exponentials run under the group's own P V: the kernels whose groups take no
+  // ping-pong turns and are at most three (d = 64 on 192-row tiles, d > 128). ptxas schedules a
+  // wgmma.wait_group at the top of its basic block, which put the wait for P V ahead of every exponential; in
+  // a block of its own after the softmax it stays there. On an H200, bf16, with the flags below that it
+  // enables: d = 64 unmasked +4-6% from 2k keys, d = 256 unmasked +3-4%, d = 256 causal +1-2% at 2k-8k keys;
+  // the ping-pong kernels (d <= 128, two groups) lost 1-2% and d = 64 on four groups (256x64) 2-4% at 512-1k
+  // causal keys, so they keep the wait ahead (docs/measurements/issue9/softmax_under_pv.md).
   constexpr bool kSoftmaxUnderPV = !kPingPong && kConsumers <= 3;
 
   const int tid = threadIdx.x;
@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // 512-2k keys, +5-6% at d = 128 and 256; d = 64 unmasked +3% at 512-1k). Not elsewhere: d = 256 lost 2-5%
   // (unmasked, and causal from 4k keys) (docs/measurements/issue9/uniform_group.md), until its exponentials
   // ran under P V (kSoftmaxUnderPV): then +3-4% unmasked with the stepped descriptors below.
-  constexpr bool kUniformGroup = kHeadDim == 64 || kSoftmaxUnderPV ||
-                                 (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
+  constexpr bool kUniformGroup =
+      kHeadDim == 64 || kSoftmaxUnderPV || (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
   const int group = kUniformGroup ? __shfl_sync(0xffffffffu, tid / 128, 0) : tid / 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
@@ -215,9 +215,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   float m_run[2];
   float l_run[2];
 
-  // A product's descriptor, `bytes` into the tile at `tile`: stepped by one add from the tile's own (`first`),
-  // or built anew. Stepping ran faster on an H200 at d = 64 (+2-4%) and under a causal mask (d = 256 +5-10% at
-  // 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys
+  // A product's descriptor, `bytes` into the tile at `tile`: stepped by one add from the tile's own
+  // (`first`), or built anew. Stepping ran faster on an H200 at d = 64 (+2-4%) and under a causal mask (d =
+  // 256 +5-10% at 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys
   // (docs/measurements/issue9/uniform_group.md) until kSoftmaxUnderPV, with which it gains (above).
   constexpr bool kStepDescriptors = kHeadDim <= 128 || kMask != kernel::Mask::kNone || kSoftmaxUnderPV;
   const auto descriptor = [&](unsigned long long first, unsigned tile, unsigned bytes, unsigned leading) {

@@ -40,8 +40,8 @@ Comparison compare(const double* got, const double* ref, const double* ref_input
   return c;
 }
 
-Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
-                             double max_abs_v, double abs_floor) {
+Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision,
+                             std::int64_t n, double max_abs_v, double abs_floor) {
   return compare(got, ref, ref_input_precision, n, abs_floor, max_abs_v);
 }
 

@@ -23,10 +23,12 @@ struct Call {
   std::vector<unsigned char> q, k, v;
 };
 
-Call make_call(MaskKind mask, std::optional<float> scale, std::int64_t seqlen_q = 37, std::int64_t seqlen_kv = 53) {
+Call make_call(MaskKind mask, std::optional<float> scale, std::int64_t seqlen_q = 37,
+               std::int64_t seqlen_kv = 53) {
   Call c;
   ForwardParams& p = c.p;
-  p.dtype = DType::kFloat32, p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_kv = seqlen_kv, p.heads_q = 4, p.heads_kv = 2;
+  p.dtype = DType::kFloat32, p.batch = 2, p.seqlen_q = seqlen_q, p.seqlen_kv = seqlen_kv;
+  p.heads_q = 4, p.heads_kv = 2;
   p.head_dim = 32, p.mask = mask, p.softmax_scale = scale;
   const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
   const std::int64_t kv_count = p.batch * p.seqlen_kv * p.heads_kv * p.head_dim;

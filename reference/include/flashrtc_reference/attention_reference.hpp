@@ -133,13 +133,13 @@ struct Comparison {
 Comparison compare(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
                    double abs_floor = 1e-6, double floor_magnitude = 0);
 
-/// The tolerance rule on a forward's outputs (compare() with abs_floor), the floor scaled by what each output is
-/// computed from rather than by its own size: o is a weighted mean of v, so its rounding follows max|v| even
-/// where the mean cancels to near 0; lse is a log, whose error is absolute (a relative error of the softmax
-/// sum), so its floor follows max(1, max|lse|). A row with one visible key has lse = its scaled score, which can
-/// lie near 0 while the score's fp32 rounding stays the size of its terms.
-Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision, std::int64_t n,
-                             double max_abs_v, double abs_floor = 1e-6);
+/// The tolerance rule on a forward's outputs (compare() with abs_floor), the floor scaled by what each output
+/// is computed from rather than by its own size: o is a weighted mean of v, so its rounding follows max|v|
+/// even where the mean cancels to near 0; lse is a log, whose error is absolute (a relative error of the
+/// softmax sum), so its floor follows max(1, max|lse|). A row with one visible key has lse = its scaled
+/// score, which can lie near 0 while the score's fp32 rounding stays the size of its terms.
+Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision,
+                             std::int64_t n, double max_abs_v, double abs_floor = 1e-6);
 Comparison compare_forward_lse(const double* got, const double* ref, const double* ref_input_precision,
                                std::int64_t n, double abs_floor = 1e-6);
 
