@@ -387,7 +387,8 @@ TEST_CASE("compare_forward_o and compare_forward_lse: floors from what the outpu
   // o is a mean of v: where it cancels to near 0 the floor follows max|v|.
   const double o_ref = 1e-3, o_got = o_ref + 2e-6;
   CHECK_FALSE(reference::compare(&o_got, &o_ref, &o_ref, 1).pass);
-  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 3.0).pass);
-  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 3.0).allowed == doctest::Approx(3e-6));
-  CHECK_FALSE(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, 1.0).pass);
+  const std::vector<double> v_large{0.5, -3.0, kNaN}, v_small{1.0, -0.25};
+  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, v_large).pass);
+  CHECK(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, v_large).allowed == doctest::Approx(3e-6));
+  CHECK_FALSE(reference::compare_forward_o(&o_got, &o_ref, &o_ref, 1, v_small).pass);
 }

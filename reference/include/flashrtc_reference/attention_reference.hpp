@@ -137,9 +137,10 @@ Comparison compare(const double* got, const double* ref, const double* ref_input
 /// is computed from rather than by its own size: o is a weighted mean of v, so its rounding follows max|v|
 /// even where the mean cancels to near 0; lse is a log, whose error is absolute (a relative error of the
 /// softmax sum), so its floor follows max(1, max|lse|). A row with one visible key has lse = its scaled
-/// score, which can lie near 0 while the score's fp32 rounding stays the size of its terms.
+/// score, which can lie near 0 while the score's fp32 rounding stays the size of its terms. v: the values o
+/// averages (their largest finite magnitude is the floor's).
 Comparison compare_forward_o(const double* got, const double* ref, const double* ref_input_precision,
-                             std::int64_t n, double max_abs_v, double abs_floor = 1e-6);
+                             std::int64_t n, const std::vector<double>& v, double abs_floor = 1e-6);
 Comparison compare_forward_lse(const double* got, const double* ref, const double* ref_input_precision,
                                std::int64_t n, double abs_floor = 1e-6);
 
