@@ -283,10 +283,10 @@ TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, com
     REQUIRE(r.exit_code == 0);
     return line_of(r.out, "kernel:");
   };
-  const std::string prefix = "kernel:     flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 96, 128, 128, 12, 2, "
-                             "flashrtc::kernel::Mask::kCausalTopLeft, ";
-  CHECK(kernel_line("1024") == prefix + "true>");
-  CHECK(kernel_line("8192") == prefix + "true>");
+  const std::string prefix = "kernel:     flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 96, ";
+  const std::string mask = "flashrtc::kernel::Mask::kCausalTopLeft, ";
+  CHECK(kernel_line("1024") == prefix + "128, 128, 12, 2, " + mask + "true>");
+  CHECK(kernel_line("8192") == prefix + "192, 96, 16, 3, " + mask + "true>");
   Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
                       "1024", "--arch", "sm_90a"});
   REQUIRE(r.exit_code == 0);
@@ -300,13 +300,13 @@ TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, com
     CHECK(doc.at("specialization").at("persistent") == true);
     CHECK(doc.at("kernel").at("spills") == false);
   }
-  // Both lengths run the same kernel: one entry, marked persistent.
+  // The two lengths run two tiles: two entries, each marked persistent.
   r = box.run({"cache", "ls"});
   REQUIRE(r.exit_code == 0);
   std::size_t persistent = 0, pos = 0;
   while ((pos = r.out.find("  persistent\n", pos)) != std::string::npos) ++persistent, ++pos;
-  CHECK(persistent == 1);
-  CHECK(r.out.find("1 entries") != std::string::npos);
+  CHECK(persistent == 2);
+  CHECK(r.out.find("2 entries") != std::string::npos);
 }
 
 TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CACHED refuses to compile") {

@@ -162,7 +162,8 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
             for (MaskKind mask : kMaskKinds)
               expected += family->default_specs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
-  // The Hopper family's grid: persistent for every call; at d=128 128x128 below 4096 keys, 128x160 from there.
+  // The Hopper family's grid: persistent for every call; at d=128 128x128 below 4096 keys, 128x160 from there,
+  // and without a mask 192x80 (three consumer groups) from 8192.
   const KernelFamily* hopper = find_kernel_family("wgmma");
   REQUIRE(hopper);
   const auto hopper_warmed = [&](MaskKind mask, const TileConfig& tile, bool persistent) {
@@ -173,11 +174,13 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   };
   CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, true) == 1);
   CHECK(hopper_warmed(MaskKind::kNone, {128, 160, 12, 2}, false) == 0);
+  CHECK(hopper_warmed(MaskKind::kNone, {192, 80, 16, 3}, true) == 1);
   for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
     CHECK(hopper_warmed(mask, {128, 160, 12, 2}, true) == 1);
     CHECK(hopper_warmed(mask, {128, 128, 12, 2}, true) == 1);
     CHECK(hopper_warmed(mask, {128, 160, 12, 2}, false) == 0);
     CHECK(hopper_warmed(mask, {128, 128, 12, 2}, false) == 0);
+    CHECK(hopper_warmed(mask, {192, 80, 16, 3}, true) == 0);
   }
   // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.
   const KernelFamily* wgmma = find_kernel_family("wgmma");

@@ -54,9 +54,9 @@ KernelFamily describe() {
   f.template_args = forward_block_template_args();
   f.template_args.push_back(TemplateArg::kPersistent);
   f.tile_axes = {{128, 192, 256}, {64, 80, 96, 112, 128, 144, 160, 176, 192}, {12, 16, 20}, {2, 3}};
-  // Consumer warp groups of 64 query rows, two (three or four at d = 64: FlashAttention-3's 192-row tile, and
-  // 256x64 for short unmasked calls), K and V double buffered; block_n as large as O, S and P fit in the
-  // consumers' registers and the tiles in 227 KiB.
+  // Consumer warp groups of 64 query rows: two; three or four at d = 64 (FlashAttention-3's 192-row tile, and
+  // 256x64 for short unmasked calls); three for long calls at d = 96 and unmasked at d = 128. K and V in two or
+  // three stages; block_n as large as O, S and P fit in the consumers' registers and the tiles in 227 KiB.
   // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full`, and `flashrtc bench` over
   // PERF.md's grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
   // each mask its row serves.
@@ -74,12 +74,23 @@ KernelFamily describe() {
        "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%; 4k-16k +4-6% "
        "over 192x112 on the persistent grid (docs/measurements/issue9/uniform_group.md). Up to 1k keys four "
        "consumer groups, 256x64x20x2: +3% at 512 and 1k over 192x128, -4% at 2k (bf16, at 5d360e4)"},
-      {96, {{{128, 128, 12, 2}}}, "d=96: the d=64 and d=128 choice; not swept"},
+      {96,
+       {{{192, 96, 16, 3}, 0, 2048}, {{128, 128, 12, 2}}},
+       "d=96: from 2k keys three consumer groups, 192x96x16x3: bf16 and fp16 on an H200, compare.py +1 to +13% "
+       "over 128x128 at 2k-16k (both masks), +8% sustained at the power cap; 128x128 up to 1k keys (192x96 -2 to "
+       "-9% there) (docs/measurements/issue9/three_groups_d96_d128.md)"},
+      {128,
+       {{{192, 80, 16, 3}, 0, 8192}, {{128, 160, 12, 2}, 0, 4096}, {{128, 128, 12, 2}}},
+       "d=128 unmasked: from 8k keys three consumer groups, 192x80x16x3: bf16 / fp16 on an H200, compare.py "
+       "+5.9 / +3.8% over 128x160 at 8k, +6.5 / +7.6% at 16k, +2.5% sustained at the power cap; within 1% "
+       "either way at 2k-4k (three_groups_d96_d128.md). Below, as under a causal mask",
+       {MaskKind::kNone}},
       {128,
        {{{128, 160, 12, 2}, 0, 4096}, {{128, 128, 12, 2}}},
        "d=128: 634 (causal 535); 128x128 626 (530), 128x176 625 (541); below 4096 keys 128x128, whose key "
        "tiles do not overhang the sequence (160-key tiles compute 25% padding at 512 keys), and at 2k keys "
-       "causal +4% over 128x160 (short_causal_defaults.md)"},
+       "causal +4% over 128x160 (short_causal_defaults.md). Causal on 192x80: -2 to +5% at 4k-16k, -1.7 / -2.6% "
+       "at 2k (three_groups_d96_d128.md)"},
       {160, {{{128, 112, 12, 2}}}, "d=160: the widest key tile that fits; not swept"},
       {192, {{{128, 112, 12, 2}}}, "d=192: the widest key tile that fits; not swept"},
       {224, {{{128, 80, 12, 2}}}, "d=224: 128x96 spills under a causal mask"},
