@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from compare import import_flashrtc
@@ -62,7 +63,6 @@ class Sampler:
                 ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "100"],
                 stdout=subprocess.PIPE, text=True)
             self.samples = []
-            import threading
             threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):

@@ -110,10 +110,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // Where the softmax's exponentials run under the group's own P V: the kernels whose groups take no
   // ping-pong turns and are at most three (d = 64 and 96 on 192-row tiles, d = 128 on 192x80, d > 128). ptxas
   // schedules a wgmma.wait_group at the top of its basic block, which put the wait for P V ahead of every
-  // exponential; in a block of its own after the softmax it stays there (the rescale branch, below). On an H200, bf16, with the flags below that it
-  // enables: d = 64 unmasked +4-6% from 2k keys, d = 256 unmasked +3-4%, d = 256 causal +1-2% at 2k-8k keys;
-  // the ping-pong kernels (d <= 128, two groups) lost 1-2% and d = 64 on four groups (256x64) 2-4% at 512-1k
-  // causal keys, so they keep the wait ahead (docs/measurements/issue9/softmax_under_pv.md).
+  // exponential; in a block of its own after the softmax it stays there (the rescale branch, below). On an
+  // H200, bf16, with the flags below that it enables: d = 64 unmasked +4-6% from 2k keys, d = 256 unmasked
+  // +3-4%, d = 256 causal +1-2% at 2k-8k keys; the ping-pong kernels (d <= 128, two groups) lost 1-2% and
+  // d = 64 on four groups (256x64) 2-4% at 512-1k causal keys, so they keep the wait ahead
+  // (docs/measurements/issue9/softmax_under_pv.md).
   constexpr bool kSoftmaxUnderPV = !kPingPong && kConsumers <= 3;
 
   const int tid = threadIdx.x;
@@ -430,8 +431,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           // The wait in each arm of the branch, its own basic block. wgmma.wait_group is .aligned: every warp
           // of the group must take the same arm, so the condition is the group's, a barrier reduction (with
           // each warp's own __any_sync the warps diverged there, which synccheck reports as a warpgroup MMA
-          // sequence error). The vote around it tells ptxas the branch is warp-uniform: without it the d = 256
-          // kernel rebuilt its descriptors in vector registers (+4% SASS).
+          // sequence error) over the group's own barrier, the epilogue's. The vote around it tells ptxas the
+          // branch is warp-uniform: without it the d = 256 kernel rebuilt its descriptors in vector registers
+          // (+4% SASS).
           if (__any_sync(0xffffffffu, named_barrier_any(3 + consumer, 128, moved))) {
             wait_pv();
             rescale_o();
