@@ -428,17 +428,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
             for (int e = 0; e < 4; ++e) acc_o[4 * t + e] *= alpha[e / 2];
         };
         if constexpr (kSoftmaxUnderPV) {
-          // The wait in each arm of the branch, its own basic block. wgmma.wait_group is .aligned: every warp
-          // of the group must take the same arm, so the condition is the group's, a barrier reduction (with
-          // each warp's own __any_sync the warps diverged there, which synccheck reports as a warpgroup MMA
-          // sequence error) over the group's own barrier, the epilogue's. The vote around it tells ptxas the
-          // branch is warp-uniform: without it the d = 256 kernel rebuilt its descriptors in vector registers
-          // (+4% SASS).
-          if (__any_sync(0xffffffffu, named_barrier_any(3 + consumer, 128, moved))) {
+          // The wait in each arm of a branch, its own basic block, so that ptxas keeps it after the softmax.
+          // wgmma.wait_group is .aligned: every warp of the group must take the same arm, so the branch is on
+          // the step, the same for the whole group (on each warp's own moved vote the warps diverged there,
+          // synccheck's warpgroup MMA sequence error). The last step rescales unconditionally, which keeps the
+          // arms distinct; alpha is exactly 1 for rows whose maximum did not move.
+          if (i + 1 < n_blocks) {
             wait_pv();
-            rescale_o();
+            if (__any_sync(0xffffffffu, moved)) rescale_o();
           } else {
             wait_pv();
+            rescale_o();
           }
           release(v_empty(prev));
         } else {

@@ -107,18 +107,6 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Waits like named_barrier_sync and returns whether `value` was true in any of the `threads` threads: a
-// condition every thread of them sees the same (warp-group-wide where __any_sync is warp-wide).
-__device__ __forceinline__ bool named_barrier_any(int id, int threads, bool value) {
-  unsigned any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(any)
-      : "r"(unsigned(value)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
-
 // --- register reallocation between warp groups; every warp of a warp group must execute the same one.
 
 template <int kRegisters>
