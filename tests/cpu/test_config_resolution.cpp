@@ -325,7 +325,7 @@ TEST_CASE("resolution on sm_90a at d=256: 128x80 without a mask, 128x64 under th
     ConfigQuery q = query(DType::kBFloat16, 224);
     q.mask = mask;
     const ConfigResolution r = resolve_forward_config(q, hopper);
-    CHECK(r.config == TileConfig{128, 80, 12, 2});
+    CHECK(r.config == TileConfig{128, 96, 12, 2});
     CHECK(r.why.rfind("built-in table; no tuned entry", 0) == 0);
   }
 }

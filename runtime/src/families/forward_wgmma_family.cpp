@@ -60,12 +60,9 @@ KernelFamily describe() {
   // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full`, and `flashrtc bench` over
   // PERF.md's grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
   // each mask its row serves.
-  // d = 128 on two consumer groups, under every mask: 128x160 from 4k keys, 128x128 below. Without a mask three
-  // groups go first from 8k keys (the d = 128 rows below).
-  const std::vector<KernelFamily::DefaultCandidate> d128_two_groups = {{{128, 160, 12, 2}, 0, 4096},
-                                                                       {{128, 128, 12, 2}}};
-  std::vector<KernelFamily::DefaultCandidate> d128_unmasked = {{{192, 80, 16, 3}, 0, 8192}};
-  d128_unmasked.insert(d128_unmasked.end(), d128_two_groups.begin(), d128_two_groups.end());
+  // d = 128 below 4k keys: 128x128 on two consumer groups, under every mask. From 4k three groups without a
+  // mask (192x80), two under a causal one (128x160).
+  const KernelFamily::DefaultCandidate d128_short = {{128, 128, 12, 2}};
   f.defaults = {
       {64,
        {{{192, 128, 16, 3}, 0, 2048}, {{256, 64, 20, 3}}},
@@ -86,20 +83,25 @@ KernelFamily describe() {
        "over 128x128 at 2k-16k (both masks), +8% sustained at the power cap; 128x128 up to 1k keys (192x96 -2 to "
        "-9% there) (docs/measurements/issue9/three_groups_d96_d128.md)"},
       {128,
-       d128_unmasked,
-       "d=128 unmasked: from 8k keys three consumer groups, 192x80x16x3: bf16 / fp16 on an H200, compare.py "
-       "+5.9 / +3.8% over 128x160 at 8k, +6.5 / +7.6% at 16k, +2.5% sustained at the power cap; within 1% "
-       "either way at 2k-4k (three_groups_d96_d128.md). Below, as under a causal mask",
+       {{{192, 80, 16, 3}, 0, 4096}, d128_short},
+       "d=128 unmasked: from 4k keys three consumer groups, 192x80x16x3: bf16 / fp16 on an H200, compare.py "
+       "+5.9 / +3.8% over 128x160 at 8k, +6.5 / +7.6% at 16k, +2.5% sustained at the power cap "
+       "(three_groups_d96_d128.md); at 4k +1.3 / +1.5% since the rescale wait's branch on the step, -0.6% at 2k "
+       "(rescale_branch_synccheck.md). Below, as under a causal mask",
        {MaskKind::kNone}},
       {128,
-       d128_two_groups,
+       {{{128, 160, 12, 2}, 0, 4096}, d128_short},
        "d=128: 634 (causal 535); 128x128 626 (530), 128x176 625 (541); below 4096 keys 128x128, whose key "
        "tiles do not overhang the sequence (160-key tiles compute 25% padding at 512 keys), and at 2k keys "
        "causal +4% over 128x160 (short_causal_defaults.md). Causal on 192x80: -2 to +5% at 4k-16k, -1.7 / -2.6% "
-       "at 2k (three_groups_d96_d128.md)"},
+       "at 2k (three_groups_d96_d128.md), and since the step branch -1 to +4% at 2k-16k"},
       {160, {{{128, 112, 12, 2}}}, "d=160: the widest key tile that fits; not swept"},
       {192, {{{128, 112, 12, 2}}}, "d=192: the widest key tile that fits; not swept"},
-      {224, {{{128, 80, 12, 2}}}, "d=224: 128x96 spills under a causal mask"},
+      {224,
+       {{{128, 96, 12, 2}}},
+       "d=224: 128x96 over 128x80, compare.py on an H200, bf16 / fp16 512-16k keys: +0.4 to +5.8% unmasked, "
+       "+1.4 to +4.8% causal (it spilled under a causal mask before the rescale wait's branch on the step; "
+       "docs/measurements/issue9/rescale_branch_synccheck.md)"},
       {256,
        {{{128, 80, 12, 2}}},
        "d=256 unmasked: 740 in `flashrtc run` (B=4, H=8, N=4096) against 698-706 for 128x64",
