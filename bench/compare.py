@@ -66,6 +66,14 @@ def find_peers(explicit=None):
                      "); pass --peers PATH")
 
 
+def load_peers(explicit=None):
+    """The sdpa_peers module (imports torch and triton), found by find_peers."""
+    spec = importlib.util.spec_from_file_location("sdpa_peers", find_peers(explicit))
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    return peers
+
+
 def import_flashrtc():
     try:
         import flashrtc
@@ -314,15 +322,13 @@ def measure_all(a):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     flashrtc = import_flashrtc()
-    spec = importlib.util.spec_from_file_location("sdpa_peers", find_peers(a.peers))
-    peers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(peers)
+    peers = load_peers(a.peers)
     unknown = [p for p in a.peer_names if p not in peers.PEERS]
     if unknown:
         raise SystemExit(f"compare.py: unknown providers {unknown} (sdpa_peers.py has {sorted(peers.PEERS)})")
     table_out = sys.stderr if a.json else sys.stdout
     print(f"flashrtc {flashrtc.library_version()} ({flashrtc.loaded_path()}); torch {torch.__version__}; "
-          f"{torch.cuda.get_device_name()}; peers from {spec.origin}", file=table_out, flush=True)
+          f"{torch.cuda.get_device_name()}; peers from {peers.__spec__.origin}", file=table_out, flush=True)
 
     rows, mismatches = [], []
     backward = a.op == "bwd"

@@ -10,9 +10,9 @@ power_cap.md explains why a long call's burst figure and its sustained one diffe
     python3 bench/sustained.py --shape 2,16,8192,128 cudnn default 192,80,16,3
     python3 bench/sustained.py --shape 32,16,512,128 --causal --dtype fp16 cudnn default
 
-VARIANT: cudnn or flash (SDPA with that backend alone), default (flashrtc's own tile), or BM,BN,WARPS,STAGES
-(a flashrtc tile). flashrtc is imported like compare.py does it (installed, else next to this file, else the
-checkout's python/).
+VARIANT: cudnn or flash (sdpa_peers.py's sdpa-cudnn and sdpa-flash: SDPA with that backend alone), default
+(flashrtc's own tile), or BM,BN,WARPS,STAGES (a flashrtc tile). flashrtc and sdpa_peers.py are found as
+compare.py finds them.
 """
 import argparse
 import shutil
@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from compare import import_flashrtc
+from compare import import_flashrtc, load_peers
 
 
 def parse_variant(name):
@@ -39,17 +39,11 @@ def parse_variant(name):
     return ("flashrtc", tile) if len(tile) == 4 and min(tile) > 0 else None
 
 
-def make_call(variant, flashrtc, q, k, v, causal):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def make_call(variant, flashrtc, peers, q, k, v, causal):
     kind, arg = variant
     if kind == "sdpa":
-        backend = SDPBackend.CUDNN_ATTENTION if arg == "cudnn" else SDPBackend.FLASH_ATTENTION
-
-        def sdpa():
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return sdpa
+        peer = peers.PEERS["sdpa-" + arg]
+        return lambda: peer(q, k, v, causal)
     return lambda: flashrtc.attention(q, k, v, causal=causal, config=arg)
 
 
@@ -111,10 +105,10 @@ def main(argv=None):
         ap.error(f"unknown variants {bad}: give cudnn, flash, default or BM,BN,WARPS,STAGES")
     import torch
     flashrtc = import_flashrtc()
-    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float16
-    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dtype) for _ in range(3))
-    flops = 4.0 * B * H * N * N * d * (0.5 if a.causal else 1.0)
-    calls = {name: make_call(variant, flashrtc, q, k, v, a.causal) for name, variant in variants.items()}
+    peers = load_peers()
+    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=peers.DTYPES[a.dtype]) for _ in range(3))
+    flops = peers.attention_flops(B, H, N, d, a.causal)
+    calls = {name: make_call(variant, flashrtc, peers, q, k, v, a.causal) for name, variant in variants.items()}
     windows = {name: [] for name in a.variants}
     spans = {name: [] for name in a.variants}
     sampler = Sampler()
