@@ -95,7 +95,11 @@ KernelFamily describe() {
        "tiles do not overhang the sequence (160-key tiles compute 25% padding at 512 keys), and at 2k keys "
        "causal +4% over 128x160 (short_causal_defaults.md). Causal on 192x80: -2 to +5% at 4k-16k, -1.7 / -2.6% "
        "at 2k (three_groups_d96_d128.md), and since the step branch -1 to +4% at 2k-16k"},
-      {160, {{{128, 112, 12, 2}}}, "d=160: the widest key tile that fits; not swept"},
+      {160,
+       {{{128, 128, 12, 2}}},
+       "d=160: 128x128 over 128x112, compare.py on an H200, bf16 and fp16 512-16k keys, both masks: +2.0% "
+       "geometric mean (causal +1.4 to +5.8% but -0.9% at fp16 8k; unmasked -4 to +7% within the runs' "
+       "spread); 128x144 lost 2-6% up to 1k keys (rescale_branch_synccheck.md)"},
       {192, {{{128, 112, 12, 2}}}, "d=192: the widest key tile that fits; not swept"},
       {224,
        {{{128, 96, 12, 2}}},
