@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tma_prefetch_descriptor(v_map);
       int kv_loads = 0;  // K and V tiles issued so far: the ring's position
       tiles.produce([&](int tile, int local) {
-        const Block block(p, tile);
+        const Block block(p, tile, true);
         const auto load_q = [&]() {
           const int slot = local % kQSlots;
           for (int g = 0; g < kConsumers; ++g) {
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   if (consumer == 1) pass_turn();
   int kv_reads = 0;  // K and V tiles consumed so far: the ring's position, as the producer counts it
   tiles.consume([&](int tile, int local) {
-    const Block block(p, tile);
+    const Block block(p, tile, true);
     const int num_n_blocks = block.num_n_blocks;
     const long long group_m0 = block.m0 + 64 * consumer;
     const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;  // this lane's rows: row0 and row0 + 8
@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
     // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the
     // addresses come from opaque copies, computed here per tile.
-    const Block out(p, tile);  // recomputed, not held through the main loop, where registers are short
+    const Block out(p, tile, true);  // recomputed, not held through the main loop, where registers are short
     float* lse_row = out.lse;
     const int lane_e = Tiles::kLoops ? opaque(lane) : lane;
     unsigned o_tile = Tiles::kLoops ? opaque(q_tile) : q_tile;

@@ -25,8 +25,10 @@ struct ForwardParams {
   int num_m_blocks;  // ceil(seqlen_q / block_m)
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
   // batch * heads_q * num_m_blocks work tiles: tile t = (batch * heads_q + head) * num_m_blocks + m, one per
-  // thread block or strided over a persistent grid.
+  // thread block or strided over a persistent grid. Under a causal mask the tiles come in chunks of
+  // causal_chunk (batch, head) pairs (ForwardBlock): 1 is the order above, the later query blocks first.
   int num_blocks;
+  int causal_chunk;
 };
 
 }  // namespace kernel

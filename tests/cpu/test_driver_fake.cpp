@@ -4,6 +4,7 @@
 // (NVRTC really compiles; the fake loads the cubin and records the launch).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -600,6 +601,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   CHECK(seen.seqlen_kv == 300);
   CHECK(seen.kv_group == 2);
   CHECK(seen.num_m_blocks == static_cast<int>(m_blocks));
+  CHECK(seen.causal_chunk == 1);
 
   attention_forward(p);  // the loaded kernel is reused
   CHECK(fake.launches().size() == 2);
@@ -617,6 +619,39 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   CHECK(lost.code() == ErrorCode::kDriver);
   CHECK(contains(lost.status(), "CUDA_ERROR_CONTEXT_IS_DESTROYED"));
   CHECK(fake.launches().size() == 2);
+}
+
+TEST_CASE_FIXTURE(RestoresRealDriver, "causal wgmma launches take their tiles in chunks of about one round") {
+  // The fake sm_90 device has 132 SMs. From 8 to 66 query blocks per (batch, head) pair at d > 64, a chunk
+  // holds 132 / blocks pairs; otherwise (and in every other launch) one pair at a time.
+  FakeDriver fake;
+  Stream stream;
+  kernel::ForwardParams seen{};
+  fake.on_launch = [&](const test::RecordedLaunch&, void** args) { std::memcpy(&seen, args[0], sizeof(seen)); };
+  struct Case {
+    std::int64_t head_dim, seqlen;
+    MaskKind mask;
+    int blocks, chunk;
+  };
+  for (const Case& c : {Case{128, 2048, MaskKind::kCausalTopLeft, 16, 8},       // 128x128: 132 / 16
+                        Case{128, 2048, MaskKind::kCausalBottomRight, 16, 8},
+                        Case{128, 8192, MaskKind::kCausalTopLeft, 64, 2},       // 128x160
+                        Case{128, 512, MaskKind::kCausalTopLeft, 4, 1},         // under 8 blocks
+                        Case{64, 2048, MaskKind::kCausalTopLeft, 11, 1},        // d = 64 (192x128)
+                        Case{128, 2048, MaskKind::kNone, 16, 1}}) {             // no mask: strided tiles
+    CAPTURE(c.head_dim);
+    CAPTURE(c.seqlen);
+    ForwardParams p = forward_params(stream.handle());
+    p.dtype = DType::kBFloat16, p.head_dim = c.head_dim, p.seqlen_q = p.seqlen_kv = c.seqlen, p.mask = c.mask;
+    p.q = TensorRef::bnhd(reinterpret_cast<const void*>(0x100000), p.seqlen_q, p.heads_q, p.head_dim);
+    p.k = TensorRef::bnhd(reinterpret_cast<const void*>(0x200000), p.seqlen_kv, p.heads_kv, p.head_dim);
+    p.v = TensorRef::bnhd(reinterpret_cast<const void*>(0x300000), p.seqlen_kv, p.heads_kv, p.head_dim);
+    p.o = TensorRef::bnhd(reinterpret_cast<const void*>(0x400000), p.seqlen_q, p.heads_q, p.head_dim);
+    attention_forward(p);
+    CHECK(seen.num_m_blocks == c.blocks);
+    CHECK(seen.causal_chunk == c.chunk);
+    CHECK(fake.launches().back().grid[0] == static_cast<unsigned>(std::min(seen.num_blocks, 132)));
+  }
 }
 
 TEST_CASE_FIXTURE(RestoresRealDriver, "a first attention_forward captured into a graph replays its launch") {

@@ -25,8 +25,14 @@ WgmmaForwardShape shape(const KernelSpec& s) {
 // zeroed counter of its own for each launch.
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
-  const kernel::ForwardParams k = forward_kernel_params(plan, p);
+  kernel::ForwardParams k = forward_kernel_params(plan, p);
   const bool persistent = plan.spec.persistent && plan.multiprocessors > 0;
+  // Blocks that claim causal tiles take them in chunks of about one round of (batch, head) pairs, each chunk's
+  // query blocks longest first across its pairs. On an H200, bf16 / fp16: +1.4 to +9% at d = 96-256 with 8 to
+  // 66 query blocks per pair (1k-8k keys); with 4 (512 keys) -0.4 to -6%, at d = 64 -1 to +0.5%, and chunks
+  // of two pairs at 16k keys -8 to +6%: one pair at a time there (docs/measurements/issue9/causal_chunks.md).
+  if (persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask)) && k.num_m_blocks >= 8 && p.head_dim > 64)
+    k.causal_chunk = std::max(1, plan.multiprocessors / k.num_m_blocks);
   launch.grid[0] =
       static_cast<unsigned>(persistent ? std::min(k.num_blocks, plan.multiprocessors) : k.num_blocks);
   launch.block[0] = static_cast<unsigned>(plan.threads);
