@@ -103,15 +103,16 @@ std::uint64_t encode_ordinal(const CUtensorMap& map) {
   return map.opaque[0];
 }
 
-ForwardParams forward_params(void* stream) {
+ForwardParams forward_params(void* stream, DType dtype = DType::kFloat16, std::int64_t seqlen_q = 200,
+                             std::int64_t seqlen_kv = 300, std::int64_t head_dim = 64) {
   ForwardParams p;
-  p.dtype = DType::kFloat16;
+  p.dtype = dtype;
   p.batch = 2;
-  p.seqlen_q = 200;
-  p.seqlen_kv = 300;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_kv = seqlen_kv;
   p.heads_q = 4;
   p.heads_kv = 2;
-  p.head_dim = 64;
+  p.head_dim = head_dim;
   // Never dereferenced: the fake runs nothing.
   p.q = TensorRef::bnhd(reinterpret_cast<const void*>(0x100000), p.seqlen_q, p.heads_q, p.head_dim);
   p.k = TensorRef::bnhd(reinterpret_cast<const void*>(0x200000), p.seqlen_kv, p.heads_kv, p.head_dim);
@@ -641,12 +642,8 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "causal wgmma launches take their tiles in
                         Case{128, 2048, MaskKind::kNone, 16, 1}}) {             // no mask: strided tiles
     CAPTURE(c.head_dim);
     CAPTURE(c.seqlen);
-    ForwardParams p = forward_params(stream.handle());
-    p.dtype = DType::kBFloat16, p.head_dim = c.head_dim, p.seqlen_q = p.seqlen_kv = c.seqlen, p.mask = c.mask;
-    p.q = TensorRef::bnhd(reinterpret_cast<const void*>(0x100000), p.seqlen_q, p.heads_q, p.head_dim);
-    p.k = TensorRef::bnhd(reinterpret_cast<const void*>(0x200000), p.seqlen_kv, p.heads_kv, p.head_dim);
-    p.v = TensorRef::bnhd(reinterpret_cast<const void*>(0x300000), p.seqlen_kv, p.heads_kv, p.head_dim);
-    p.o = TensorRef::bnhd(reinterpret_cast<const void*>(0x400000), p.seqlen_q, p.heads_q, p.head_dim);
+    ForwardParams p = forward_params(stream.handle(), DType::kBFloat16, c.seqlen, c.seqlen, c.head_dim);
+    p.mask = c.mask;
     attention_forward(p);
     CHECK(seen.num_m_blocks == c.blocks);
     CHECK(seen.causal_chunk == c.chunk);
