@@ -628,18 +628,20 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "causal wgmma launches take their tiles in
   FakeDriver fake;
   Stream stream;
   kernel::ForwardParams seen{};
-  fake.on_launch = [&](const test::RecordedLaunch&, void** args) { std::memcpy(&seen, args[0], sizeof(seen)); };
+  fake.on_launch = [&](const test::RecordedLaunch&, void** args) {
+    std::memcpy(&seen, args[0], sizeof(seen));
+  };
   struct Case {
     std::int64_t head_dim, seqlen;
     MaskKind mask;
     int blocks, chunk;
   };
-  for (const Case& c : {Case{128, 2048, MaskKind::kCausalTopLeft, 16, 8},       // 128x128: 132 / 16
+  for (const Case& c : {Case{128, 2048, MaskKind::kCausalTopLeft, 16, 8},  // 128x128: 132 / 16
                         Case{128, 2048, MaskKind::kCausalBottomRight, 16, 8},
-                        Case{128, 8192, MaskKind::kCausalTopLeft, 64, 2},       // 128x160
-                        Case{128, 512, MaskKind::kCausalTopLeft, 4, 1},         // under 8 blocks
-                        Case{64, 2048, MaskKind::kCausalTopLeft, 11, 1},        // d = 64 (192x128)
-                        Case{128, 2048, MaskKind::kNone, 16, 1}}) {             // no mask: strided tiles
+                        Case{128, 8192, MaskKind::kCausalTopLeft, 64, 2},  // 128x160
+                        Case{128, 512, MaskKind::kCausalTopLeft, 4, 1},    // under 8 blocks
+                        Case{64, 2048, MaskKind::kCausalTopLeft, 11, 1},   // d = 64 (192x128)
+                        Case{128, 2048, MaskKind::kNone, 16, 1}}) {        // no mask: strided tiles
     CAPTURE(c.head_dim);
     CAPTURE(c.seqlen);
     ForwardParams p = forward_params(stream.handle(), DType::kBFloat16, c.seqlen, c.seqlen, c.head_dim);
