@@ -49,18 +49,23 @@ void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void
 }
 
 void launch_family_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, KernelArgs& args) {
-  if (shape.work_counter_arg < 0) return launch_kernel(f, shape, stream, args.pointers);
-  if (shape.work_counter_arg >= args.count)
-    throw Error(ErrorCode::kInternal, "work_counter_arg " + std::to_string(shape.work_counter_arg) +
+  if (shape.work_buffer_arg < 0) return launch_kernel(f, shape, stream, args.pointers);
+  if (shape.work_buffer_arg >= args.count)
+    throw Error(ErrorCode::kInternal, "work_buffer_arg " + std::to_string(shape.work_buffer_arg) +
                                           " names no kernel parameter (the launch has " +
                                           std::to_string(args.count) + ")");
-  const Scratch counter = Scratch::on_stream(sizeof(unsigned), stream);
-  const CUresult status = driver().cuMemsetD8Async(counter.data(), 0, sizeof(unsigned), stream);
-  if (status != CUDA_SUCCESS)
-    throw Error(ErrorCode::kDriver, "cannot zero the launch's work counter", "cuMemsetD8Async",
-                driver_status_name(status));
-  void* const pointer = reinterpret_cast<void*>(counter.data());
-  std::memcpy(args.pointers[shape.work_counter_arg], &pointer, sizeof pointer);
+  if (shape.work_bytes == 0 || shape.work_zeroed_bytes > shape.work_bytes)
+    throw Error(ErrorCode::kInternal, "work buffer of " + std::to_string(shape.work_bytes) + " bytes with " +
+                                          std::to_string(shape.work_zeroed_bytes) + " zeroed");
+  const Scratch buffer = Scratch::on_stream(shape.work_bytes, stream);
+  if (shape.work_zeroed_bytes > 0) {
+    const CUresult status = driver().cuMemsetD8Async(buffer.data(), 0, shape.work_zeroed_bytes, stream);
+    if (status != CUDA_SUCCESS)
+      throw Error(ErrorCode::kDriver, "cannot zero the launch's work buffer", "cuMemsetD8Async",
+                  driver_status_name(status));
+  }
+  void* const pointer = reinterpret_cast<void*>(buffer.data());
+  std::memcpy(args.pointers[shape.work_buffer_arg], &pointer, sizeof pointer);
   launch_kernel(f, shape, stream, args.pointers);
 }
 

@@ -13,9 +13,10 @@ namespace flashrtc::detail {
 // refuses the launch; a fault inside the kernel surfaces later, at a synchronization.
 void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void** args);
 
-// A family's launch as its build_launch filled it: where shape.work_counter_arg names a parameter, first
-// allocates a counter on stream (freed there after the launch, stream-ordered), zeroes it there and points
-// the parameter at it; then launch_kernel. Throws Error(kDriver) naming the driver call that failed.
+// A family's launch as its build_launch filled it: where shape.work_buffer_arg names a parameter, first
+// allocates shape.work_bytes on stream (freed there after the launch, stream-ordered), zeroes the first
+// shape.work_zeroed_bytes there and points the parameter at it; then launch_kernel. Throws Error(kDriver)
+// naming the driver call that failed, Error(kInternal) for a buffer the shape describes wrongly.
 void launch_family_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, KernelArgs& args);
 
 }  // namespace flashrtc::detail

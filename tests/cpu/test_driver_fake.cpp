@@ -248,7 +248,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "launch_kernel passes a cluster attribute 
   }
 }
 
-TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work counter gets a zeroed counter of its own") {
+TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work buffer gets a zeroed one of its own") {
   FakeDriver fake;
   const CUfunction function = load_function("toy_kernel");
   Stream stream;
@@ -257,7 +257,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work counter gets a zeroe
   args.push(41);
   args.push(static_cast<unsigned*>(nullptr));
   LaunchShape shape = dims(4, 1, 128, 0);
-  shape.work_counter_arg = 1;
+  shape.work_buffer_arg = 1;
   CUdeviceptr seen = 0;  // the callback runs under the fake's lock: it reads the arguments only
   fake.on_launch = [&](const test::RecordedLaunch&, void** launch_args) {
     std::memcpy(&seen, launch_args[1], sizeof seen);
@@ -279,18 +279,38 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "a launch with a work counter gets a zeroe
     }
     CHECK(fake.live_allocation_bytes() == 0);
   }
+  SUBCASE("a larger buffer is zeroed only as far as the shape asks") {
+    shape.work_bytes = 4096;
+    shape.work_zeroed_bytes = 64;
+    detail::launch_family_kernel(function, shape, cu_stream, args);
+    const auto events = fake.memory_events();
+    REQUIRE(events.size() == 3);
+    CHECK(events[0].bytes == 4096);
+    CHECK(events[1].api == "cuMemsetD8Async");
+    CHECK(events[1].bytes == 64);
+    CHECK(events[1].ptr == seen);
+  }
+  SUBCASE("a buffer that zeroes more than it holds is the family's bug") {
+    shape.work_bytes = 16;
+    shape.work_zeroed_bytes = 32;
+    const Error e = expect_error([&] { detail::launch_family_kernel(function, shape, cu_stream, args); });
+    CHECK(e.code() == ErrorCode::kInternal);
+    CHECK(contains(e.message(), "16 bytes with 32 zeroed"));
+    CHECK(fake.launches().empty());
+    CHECK(fake.memory_events().empty());
+  }
   SUBCASE("without one, nothing is allocated") {
-    shape.work_counter_arg = -1;
+    shape.work_buffer_arg = -1;
     detail::launch_family_kernel(function, shape, cu_stream, args);
     CHECK(fake.launches().size() == 1);
     CHECK(seen == 0);
     CHECK(fake.memory_events().empty());
   }
   SUBCASE("an index past the parameters is the family's bug") {
-    shape.work_counter_arg = 2;
+    shape.work_buffer_arg = 2;
     const Error e = expect_error([&] { detail::launch_family_kernel(function, shape, cu_stream, args); });
     CHECK(e.code() == ErrorCode::kInternal);
-    CHECK(contains(e.message(), "work_counter_arg 2"));
+    CHECK(contains(e.message(), "work_buffer_arg 2"));
     CHECK(fake.launches().empty());
     CHECK(fake.memory_events().empty());
   }

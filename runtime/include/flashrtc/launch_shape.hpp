@@ -1,5 +1,6 @@
 #pragma once
 /// The dimensions of one kernel launch: what a family's launch builder fills and the driver layer launches.
+#include <cstddef>
 
 namespace flashrtc {
 
@@ -12,9 +13,13 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   unsigned cluster[3] = {1, 1, 1};  ///< 1 x 1 x 1: launched without a cluster attribute
   unsigned dynamic_smem_bytes = 0;
-  /// The index of a kernel parameter of type `unsigned*` that the runtime points at a 32-bit counter of its
-  /// own, zeroed on the call's stream before the launch (a dynamic tile scheduler's), or -1 for none.
-  int work_counter_arg = -1;
+  /// The index of a kernel parameter of pointer type that the runtime points at a work buffer of its own for
+  /// the launch, or -1 for none: work_bytes of device memory on the call's stream, of which the first
+  /// work_zeroed_bytes are zeroed there before the launch (a dynamic tile scheduler's 32-bit counter; the
+  /// flags and partial results of tiles that several blocks share).
+  int work_buffer_arg = -1;
+  std::size_t work_bytes = sizeof(unsigned);
+  std::size_t work_zeroed_bytes = sizeof(unsigned);
 };
 
 }  // namespace flashrtc

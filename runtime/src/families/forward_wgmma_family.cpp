@@ -47,7 +47,7 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   args.push(attention_tensor_map(p.o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, panel));
   args.push(static_cast<unsigned*>(nullptr));
   if (plan.spec.persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask)))
-    launch.work_counter_arg = args.count - 1;
+    launch.work_buffer_arg = args.count - 1;
 }
 
 KernelFamily describe() {
