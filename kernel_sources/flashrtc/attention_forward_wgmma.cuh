@@ -5,10 +5,12 @@
 // A work tile is block_m query rows of one (batch, head). kPersistent, chosen by the host per mask and key
 // length, puts one block per SM: without a mask the blocks stride over the tiles, under a causal mask they
 // claim them from a counter, longest first (tile_scheduler.cuh, wgmma_forward_claims_tiles); otherwise each
-// block takes one tile. Warp group 0 is the producer: one thread claims the tiles and issues every TMA copy
-// (per tile Q, then K and V tiles of block_n keys into a ring of `stages` buffers that runs on across tiles,
-// so the next tile's keys load under this one's epilogue), the other threads give their registers away and
-// leave. Each other warp group consumes 64 query rows:
+// block takes one tile; an unmasked grid's partial last round is cut into key tiles shared out evenly
+// (TileSchedule::kStrideSplit), the pieces of a tile merged by the block that holds its first key tiles
+// (split_tile_partials.cuh). Warp group 0 is the producer: one thread claims the tiles and issues every TMA
+// copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages` buffers that runs on across
+// tiles, so the next tile's keys load under this one's epilogue), the other threads give their registers away
+// and leave. Each other warp group consumes 64 query rows:
 //   S = Q K^T     wgmma, both operands from shared memory;
 //   softmax       running max and sum per row in registers, exp2 with the scale folded in;
 //   O += P V      wgmma with P from registers (S's accumulators packed to 16 bits are its A fragments) and
@@ -16,8 +18,8 @@
 // Within a group the products overlap the softmax: while the softmax of tile j runs, the tensor cores
 // compute P(j-1) V(j-1), issued with S(j) = Q K(j)^T. Between the two consumer groups of a d <= 128 tile
 // the products "ping-pong": a token passed through named barriers lets one group issue its products while
-// the other runs its softmax, so the tensor cores see one group's work at a time. Key tiles are visited from the last to the first, so
-// the ones that need a mask (the causal diagonal, the end of the keys) come first.
+// the other runs its softmax, so the tensor cores see one group's work at a time. Key tiles are visited from
+// the last to the first, so the ones that need a mask (the causal diagonal, the end of the keys) come first.
 // Buffers are handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp
 // arrives on once its products have read the buffer. O leaves through shared memory (the group's Q tile, or
 // at d = 256 without a mask the last K or V buffer: kOInKV) and a TMA store, which clips rows past the end;
@@ -32,6 +34,7 @@
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/opaque.cuh"
 #include "flashrtc/sm90_async.cuh"
+#include "flashrtc/split_tile_partials.cuh"
 #include "flashrtc/tile_scheduler.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_forward_shape.cuh"
@@ -46,14 +49,16 @@ struct Columns {
 
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = 64 for Q and O, block_n for K and V.
-// tile_counter: a zeroed counter where the kernel claims tiles (kPersistent under a causal mask), else unused.
+// work: the launch's work buffer: a zeroed counter where the kernel claims tiles (kPersistent under a causal
+// mask), the split tiles' flags and slots where p.whole_tiles < p.num_blocks (kStrideSplit), else unused.
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
           bool kPersistent>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_forward_wgmma(const __grid_constant__ kernel::ForwardParams p,
-                            const __grid_constant__ TmaDescriptor q_map, const __grid_constant__ TmaDescriptor k_map,
-                            const __grid_constant__ TmaDescriptor v_map, const __grid_constant__ TmaDescriptor o_map,
-                            unsigned* tile_counter) {
+                            const __grid_constant__ TmaDescriptor q_map,
+                            const __grid_constant__ TmaDescriptor k_map,
+                            const __grid_constant__ TmaDescriptor v_map,
+                            const __grid_constant__ TmaDescriptor o_map, unsigned* work) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
   constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, kPersistent};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper forward kernel");
@@ -79,12 +84,21 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const unsigned k_smem = q_smem + kQSlots * kConsumers * kQGroupBytes;
   const unsigned v_smem = k_smem + kStages * kKVBytes;
   const unsigned barriers = v_smem + kStages * kKVBytes;
-  constexpr TileSchedule kSchedule = !kPersistent                                       ? TileSchedule::kOneTile
-                                     : wgmma_forward_claims_tiles(static_cast<int>(kMask)) ? TileSchedule::kDynamic
-                                                                                           : TileSchedule::kStride;
+  constexpr TileSchedule kSchedule =
+      !kPersistent                                          ? TileSchedule::kOneTile
+      : wgmma_forward_claims_tiles(static_cast<int>(kMask)) ? TileSchedule::kDynamic
+      : kShape.splits_last_round(static_cast<int>(kMask))   ? TileSchedule::kStrideSplit
+                                                            : TileSchedule::kStride;
+  constexpr bool kSplits = kSchedule == TileSchedule::kStrideSplit;
   using Tiles = TileScheduler<kSchedule, 128 * kConsumers>;
   static_assert(Tiles::kBytes == WgmmaForwardShape::kSchedulerBytes, "the tile scheduler's shared memory");
-  const Tiles tiles{p.num_blocks, tile_counter, barriers + kShape.barrier_bytes()};
+  const Tiles tiles{p.num_blocks,
+                    work,
+                    barriers + kShape.barrier_bytes(),
+                    p.whole_tiles,
+                    p.split_key_tiles,
+                    p.split_run,
+                    p.split_longer_runs};
   // Q tile `local` of a block goes to slot local % kQSlots, its barriers' phase is (local / kQSlots) & 1.
   constexpr int kQBarriers = kQSlots * kConsumers;
   // With one Q slot per group on a persistent grid (d = 256, where two do not fit) and no mask, O leaves
@@ -157,8 +171,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tma_prefetch_descriptor(k_map);
       tma_prefetch_descriptor(v_map);
       int kv_loads = 0;  // K and V tiles issued so far: the ring's position
-      tiles.produce([&](int tile, int local) {
-        const Block block(p, tile, true);
+      tiles.produce([&](const WorkTile& w) {
+        const int local = w.local;
+        const Block block(p, w.tile, true);
         const auto load_q = [&]() {
           const int slot = local % kQSlots;
           for (int g = 0; g < kConsumers; ++g) {
@@ -172,9 +187,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                           block.batch);
           }
         };
-        if (block.num_n_blocks == 0) load_q();
-        for (int i = 0; i < block.num_n_blocks; ++i, ++kv_loads) {
-          const int n0 = (block.num_n_blocks - 1 - i) * kBlockN;
+        // Key tile i of the visit (at key n0), Q after the first K tile.
+        const auto load_kv = [&](int i, int n0, bool first) {
           const int stage = kv_loads % kStages;
           const unsigned phase = (kv_loads / kStages) & 1;
           // The first load into the stage where an earlier tile's O was left, two loads after that tile's last
@@ -191,14 +205,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
             tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
                         panel * kPanelElements, n0, block.kv_head, block.batch);
           // Q waits for the previous tile's epilogue: after the first K tile, which need not.
-          if (i == 0) load_q();
+          if (first) load_q();
           mbarrier_wait(v_empty(stage), phase ^ 1);
           mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
 #pragma unroll 1
           for (int panel = 0; panel < kPanels; ++panel)
             tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
                         panel * kPanelElements, n0, block.kv_head, block.batch);
-        }
+          ++kv_loads;
+        };
+        // The unit's key tiles in visiting order: all of them, or a split tile's piece.
+        const int first = kSplits ? w.key_begin : 0;
+        const int end = kSplits ? min(w.key_end, block.num_n_blocks) : block.num_n_blocks;
+        if (first == end) load_q();
+        for (int i = first; i < end; ++i) load_kv(i, (block.num_n_blocks - 1 - i) * kBlockN, i == first);
       });
     }
     return;
@@ -328,9 +348,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.
   if (consumer == 1) pass_turn();
   int kv_reads = 0;  // K and V tiles consumed so far: the ring's position, as the producer counts it
-  tiles.consume([&](int tile, int local) {
-    const Block block(p, tile, true);
-    const int num_n_blocks = block.num_n_blocks;
+  tiles.consume([&](const WorkTile& w) {
+    const int local = w.local;
+    const Block block(p, w.tile, true);
+    // Key tiles of this unit (a split tile's piece under kSplits: those from key_begin in visiting order).
+    const int num_n_blocks = kSplits ? min(w.key_end, block.num_n_blocks) - w.key_begin : block.num_n_blocks;
     const long long group_m0 = block.m0 + 64 * consumer;
     const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;  // this lane's rows: row0 and row0 + 8
     const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
@@ -368,6 +390,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // 512 keys (they seldom skip), and the unmasked kernel 6-8% at d = 64 (192x128 tiles, skipping only
     // groups past the end): only persistent causal kernels of tiles that skip take it.
     int n_blocks = num_n_blocks;  // key tiles this group computes
+    // One past the key tile it visits first: the group's visit i computes key tile n_top - 1 - i.
+    int n_top = kSplits ? block.num_n_blocks - w.key_begin : num_n_blocks;
     if constexpr (kMask != kernel::Mask::kNone && Tiles::kLoops && kBlockN <= kBlockM - 64) {
       n_blocks = group_m0 >= p.seqlen_q ? 0 : block.key_blocks(p, group_m0 + 64);
       for (int i = 0; i < num_n_blocks - n_blocks; ++i) {
@@ -379,6 +403,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         pass_turn();
       }
       kv_reads += num_n_blocks - n_blocks;
+      n_top = n_blocks;
       if (num_n_blocks > 0 && n_blocks == 0) {  // the turn of the last P V
         wait_turn();
         pass_turn();
@@ -387,7 +412,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
     if (n_blocks > 0) {
       float alpha[2];
-      const long long first_n0 = static_cast<long long>(n_blocks - 1) * kBlockN;
+      const long long first_n0 = static_cast<long long>(n_top - 1) * kBlockN;
       mbarrier_wait(k_full(stage_of(0)), phase_of(0));
       wait_turn();
       issue_qk(stage_of(0));
@@ -419,7 +444,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         wgmma_hold(acc_s);
         release(k_empty(stage));
         const bool moved =
-            softmax(mask, group_m0, row0, static_cast<long long>(n_blocks - 1 - i) * kBlockN, false, alpha);
+            softmax(mask, group_m0, row0, static_cast<long long>(n_top - 1 - i) * kBlockN, false, alpha);
         // Once the running maxima settle most tiles move none of the warp's: skip the rescale then.
         const auto rescale_o = [&]() {
 #pragma unroll
@@ -459,11 +484,38 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       kv_reads += n_blocks;
     }
 
+    // A split tile's piece: a later one leaves O, m and l in the block's slot and ends there (with two Q
+    // slots the slot goes back under the next unit, as after a store); the first one, which holds the key
+    // tiles visited first, folds in the slots of the blocks whose runs begin inside this tile, then stores O.
+    if constexpr (kSplits) {
+      const int whole = p.whole_tiles;
+      if (w.tile >= whole) {
+        const SplitTilePartials<kShape.split_slot_chunks(), kConsumers> partials{
+            work, kShape.split_slots_offset(gridDim.x)};
+        const int block_id = blockIdx.x;
+        if (w.key_begin > 0) {
+          partials.store(block_id, consumer, tid % 128, 3 + consumer, acc_o, m_run, l_run);
+          if constexpr (!kDeferredHandBack)
+            if (tid % 128 == 0) mbarrier_arrive(q_empty(consumer, q_slot));
+          return;
+        }
+        const int tile_end = (w.tile - whole + 1) * tiles.key_tiles;
+        // Blocks b > this one whose runs begin inside the tile, but for empty runs (fewer units than blocks).
+        for (int b = block_id + 1, begin = tiles.split_begin(b);
+             b < static_cast<int>(gridDim.x) && begin < tile_end; ++b) {
+          const int next = tiles.split_begin(b + 1);
+          if (next > begin) partials.merge(b, consumer, tid % 128, 3 + consumer, acc_o, m_run, l_run);
+          begin = next;
+        }
+      }
+    }
+
     // Epilogue: O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
     // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the
     // addresses come from opaque copies, computed here per tile.
-    const Block out(p, tile, true);  // recomputed, not held through the main loop, where registers are short
+    const Block out(p, w.tile,
+                    true);  // recomputed, not held through the main loop, where registers are short
     float* lse_row = out.lse;
     const int lane_e = Tiles::kLoops ? opaque(lane) : lane;
     unsigned o_tile = Tiles::kLoops ? opaque(q_tile) : q_tile;

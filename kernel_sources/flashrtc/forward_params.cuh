@@ -29,6 +29,11 @@ struct ForwardParams {
   // causal_chunk (batch, head) pairs (ForwardBlock): 1 is the order above, the later query blocks first.
   int num_blocks;
   int causal_chunk;
+  // Without a mask on a persistent grid: the tiles from whole_tiles on (the partial last round) are shared
+  // out by key tiles (TileSchedule::kStrideSplit), split_key_tiles = ceil(seqlen_kv / block_n) of each:
+  // block b takes a run of split_run of them, or split_run + 1 where b < split_longer_runs. whole_tiles =
+  // num_blocks: none (and in every other kernel).
+  int whole_tiles, split_key_tiles, split_run, split_longer_runs;
 };
 
 }  // namespace kernel

@@ -56,6 +56,29 @@ struct WgmmaForwardShape {
     return 1024u + unsigned(consumer_groups() * slots) * q_group_bytes() + 2u * unsigned(stages) * kv_tile_bytes() +
            barrier_bytes(slots) + kSchedulerBytes;
   }
+  // Whether the blocks of a persistent grid without a mask may split the partial last round's tiles into
+  // their key tiles (TileSchedule::kStrideSplit; the host decides per call): the three-group kernels of long
+  // calls. On an H200 the split's code alone cost the two-group 128x128 kernel 1-2% at d = 128 and 512-1k
+  // keys, and the four-group 256x64 0.8% at d = 64 and 512 keys, where their calls gain little from it
+  // (docs/measurements/issue9/stream_k.md).
+  constexpr bool splits_last_round(int mask) const {
+    return persistent && mask == 0 && consumer_groups() == 3;
+  }
+  // The split tiles' work buffer for a grid of `blocks` (split_tile_partials.cuh): a 32-bit flag per block
+  // and consumer group, zeroed before the launch; from split_slots_offset a slot per block and group of
+  // (head_dim / 8 + 1) x 128 float4 (a consumer thread's O, row maxima and partial sums).
+  constexpr unsigned long long split_flag_bytes(unsigned blocks) const {
+    return 4ull * blocks * unsigned(consumer_groups());
+  }
+  constexpr unsigned long long split_slots_offset(unsigned blocks) const {
+    return (split_flag_bytes(blocks) + 127) / 128 * 128;
+  }
+  constexpr int split_slot_chunks() const { return head_dim / 8 + 1; }
+  constexpr unsigned long long split_work_bytes(unsigned blocks) const {
+    return split_slots_offset(blocks) +
+           16ull * 128 * unsigned(split_slot_chunks()) * blocks * unsigned(consumer_groups());
+  }
+
   // Q tiles per consumer group: on a persistent grid two where they fit, so the next tile's Q loads while
   // this one's O (written over its Q) is stored; else one.
   constexpr int q_slots() const { return persistent && smem_bytes(2) <= kSmemLimitBytes ? 2 : 1; }

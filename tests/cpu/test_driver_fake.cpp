@@ -673,6 +673,63 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "causal wgmma launches take their tiles in
   }
 }
 
+TEST_CASE_FIXTURE(RestoresRealDriver, "unmasked wgmma launches split a partial last round by key tiles") {
+  // The fake sm_90 device has 132 SMs. Tiles past the last full round are shared out by key tiles, and the
+  // launch gets a work buffer of flags (zeroed) and partial results, where the kernel has three consumer
+  // groups and the split cuts the busiest block's key tiles by 2% or more.
+  FakeDriver fake;
+  Stream stream;
+  kernel::ForwardParams seen{};
+  void* work = nullptr;
+  fake.on_launch = [&](const test::RecordedLaunch&, void** args) {
+    std::memcpy(&seen, args[0], sizeof(seen));
+    std::memcpy(&work, args[5], sizeof(work));
+  };
+  struct Case {
+    std::int64_t head_dim, seqlen, batch;
+    int tiles, whole, key_tiles, groups;
+  };
+  for (const Case& c : {Case{128, 8192, 2, 344, 264, 103, 3},  // 192x80: 2 x 4 x 43 tiles, 80 split
+                        Case{96, 2048, 4, 176, 132, 22, 3},    // 192x96: 4 x 4 x 11
+                        Case{128, 8192, 3, 516, 396, 103, 3},  // 412 key tiles against 403 (2.2%)
+                        Case{96, 2048, 65, 2860, 2860, 0, 3},  // 484 against 477 (1.4%)
+                        Case{96, 2048, 2, 88, 88, 0, 3},       // under one round
+                        Case{96, 2048, 6, 264, 264, 0, 3},     // two whole rounds
+                        Case{128, 2048, 5, 320, 320, 0, 2},    // 128x128, two consumer groups: never
+                        Case{64, 1000, 9, 144, 144, 0, 4}}) {  // 256x64, four: never
+    CAPTURE(c.head_dim);
+    CAPTURE(c.seqlen);
+    ForwardParams p = forward_params(stream.handle(), DType::kBFloat16, c.seqlen, c.seqlen, c.head_dim);
+    p.batch = c.batch;
+    const std::size_t earlier_events = fake.memory_events().size();
+    attention_forward(p);
+    REQUIRE(seen.num_blocks == c.tiles);
+    const bool split = c.key_tiles > 0;
+    CHECK(seen.whole_tiles == (split ? c.whole : c.tiles));
+    CHECK(seen.split_key_tiles == c.key_tiles);
+    const int units = (c.tiles - c.whole) * c.key_tiles;
+    CHECK(seen.split_run == (split ? units / 132 : 0));
+    CHECK(seen.split_longer_runs == (split ? units % 132 : 0));
+    CHECK(fake.launches().back().grid[0] == static_cast<unsigned>(std::min(c.tiles, 132)));
+    const auto all_events = fake.memory_events();
+    const std::vector<test::MemoryEvent> events(
+        all_events.begin() + static_cast<std::ptrdiff_t>(earlier_events), all_events.end());
+    if (!split) {
+      CHECK(work == nullptr);
+      CHECK(events.empty());
+      continue;
+    }
+    REQUIRE(events.size() == 3);
+    CHECK(events[0].api == "cuMemAllocFromPoolAsync");
+    // Per block and consumer group: a 4-byte flag, and a slot of (d / 8 + 1) x 128 float4.
+    const std::size_t flags = 4u * 132 * c.groups;
+    CHECK(events[0].bytes == (flags + 127) / 128 * 128 + 16u * 128 * (c.head_dim / 8 + 1) * 132 * c.groups);
+    CHECK(events[1].api == "cuMemsetD8Async");
+    CHECK(events[1].bytes == flags);
+    CHECK(reinterpret_cast<CUdeviceptr>(work) == events[0].ptr);
+  }
+}
+
 TEST_CASE_FIXTURE(RestoresRealDriver, "a first attention_forward captured into a graph replays its launch") {
   FakeDriver fake;
   Stream stream;

@@ -2,6 +2,8 @@
 // serves, and the calls it hands to the mma.sync family. Skips unless the GPU is an sm_90a one.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include "flashrtc/flashrtc.hpp"
 #include "flashrtc/wgmma_forward_shape.cuh"
 #include "support/forward_case.hpp"
@@ -161,5 +163,59 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
       c.stream = stream.handle();
       c.seed = 31 + d;
       flashrtc::testing::check_graph_replays_eager(c);
+    }
+}
+
+TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph") {
+  // More tiles than SMs, not a whole number of rounds: the three-group kernels cut the last round's tiles
+  // into key tiles and share them out over every block (stream-K), the pieces merged by the block that holds
+  // each tile's first key tiles. Few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces)
+  // and long runs over several tiles (4500 keys on 80-key tiles); GQA, odd lengths, both layouts, lse.
+  if (!on_hopper()) return;
+  const int sms = current_device().multiprocessors;
+  struct Shape {
+    int head_dim;
+    std::int64_t seqlen_q, seqlen_kv;
+    int extra;  // at least this many tiles past sms
+    std::optional<TileConfig> tile;
+    Layout layout;
+  };
+  const Shape kShapes[] = {
+      {128, 1000, 1000, 4, TileConfig{192, 64, 16, 3}, Layout::kBnhd},  // 1 key tile per block
+      {64, 1000, 999, 16, TileConfig{192, 112, 16, 2}, Layout::kBhnd},  // runs of 1-2, two stages
+      {96, 700, 2500, 9, std::nullopt, Layout::kBnhd},                  // 192x96
+      {128, 700, 4500, 8, std::nullopt, Layout::kBhnd},                 // 192x80: runs of 3-4, 57 per tile
+      {64, 500, 2100, 40, std::nullopt, Layout::kBnhd},                 // 192x128
+      {160, 300, 1000, 20, TileConfig{192, 64, 16, 3}, Layout::kBhnd},  // one Q slot per group
+  };
+  Stream stream;
+  for (const Shape& s : kShapes)
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      ForwardParams p;
+      p.dtype = dtype, p.head_dim = s.head_dim, p.batch = 1, p.heads_q = 2, p.heads_kv = 1;
+      p.seqlen_q = s.seqlen_q, p.seqlen_kv = s.seqlen_kv, p.config = s.tile;
+      alignas(16) static unsigned char dummy[16];
+      p.q = p.o = TensorRef::bnhd(dummy, p.seqlen_q, 2, s.head_dim);
+      p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 1, s.head_dim);
+      const ForwardSpec spec = select_forward_spec(p);
+      REQUIRE(spec.family->name == "wgmma");
+      REQUIRE(WgmmaForwardShape{s.head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps,
+                                spec.tile.stages, spec.persistent}
+                  .splits_last_round(0));
+      const int m_blocks = static_cast<int>((s.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
+      int heads_kv = (sms + s.extra + 2 * m_blocks - 1) / (2 * m_blocks);
+      if (2 * heads_kv * m_blocks % sms == 0) ++heads_kv;
+      ForwardCase c;
+      c.dtype = dtype, c.head_dim = s.head_dim, c.mask = MaskKind::kNone, c.config = s.tile,
+      c.layout = s.layout;
+      c.batch = 1, c.heads_q = 2 * heads_kv, c.heads_kv = heads_kv, c.seqlen_q = s.seqlen_q,
+      c.seqlen_kv = s.seqlen_kv;
+      CAPTURE(c.heads_q * m_blocks);  // tiles
+      c.seed = 53 + s.head_dim;
+      check(c);
+      if (s.head_dim == 128) {
+        c.stream = stream.handle();
+        flashrtc::testing::check_graph_replays_eager(c);
+      }
     }
 }

@@ -37,6 +37,8 @@ kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardP
   k.num_m_blocks = static_cast<int>(num_m_blocks);
   k.num_blocks = static_cast<int>(blocks);
   k.causal_chunk = 1;
+  k.whole_tiles = k.num_blocks;
+  k.split_key_tiles = k.split_run = k.split_longer_runs = 0;
   const double scale = p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   k.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   return k;

@@ -3,6 +3,7 @@
 // cannot take (head dims off its grid, strides no TMA map describes) fall back to that family.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "families/attention_tensor_map.hpp"
 #include "families/builtin_families.hpp"
@@ -22,7 +23,8 @@ WgmmaForwardShape shape(const KernelSpec& s) {
 
 // Persistent (one block per SM, where the plan knows the count) or one block per tile, as the plan's kernel
 // was built (KernelFamily::persistent below); the kernel takes any grid. A kernel that claims tiles gets a
-// zeroed counter of its own for each launch.
+// zeroed counter of its own for each launch, one that splits its last round the flags and slots of the
+// split tiles.
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
   kernel::ForwardParams k = forward_kernel_params(plan, p);
@@ -35,10 +37,35 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
     k.causal_chunk = std::max(1, plan.multiprocessors / k.num_m_blocks);
   launch.grid[0] =
       static_cast<unsigned>(persistent ? std::min(k.num_blocks, plan.multiprocessors) : k.num_blocks);
+  const WgmmaForwardShape kernel_shape = shape(plan.spec);
+  // Without a mask, a grid whose last round leaves blocks idle shares that round's tiles out by key tiles
+  // instead (stream-K; tile_scheduler.cuh's kStrideSplit), in the kernels that can: every block then takes
+  // the same number of key tiles, give or take one. Where that cuts the busiest block's key tiles by 2% or
+  // more: on an H200 the split gained about 1% less than that estimate (the flags' memset, each piece's own
+  // Q load and pipeline start, the merges; docs/measurements/issue9/stream_k.md).
+  if (persistent && kernel_shape.splits_last_round(static_cast<int>(p.mask))) {
+    const int blocks = static_cast<int>(launch.grid[0]);
+    const std::int64_t key_tiles = (p.seqlen_kv + plan.spec.tile.block_n - 1) / plan.spec.tile.block_n;
+    const int rest = k.num_blocks % blocks;
+    const std::int64_t units = rest * key_tiles;
+    // Key tiles of the busiest block, whole rounds against the split.
+    const std::int64_t busiest = (k.num_blocks / blocks + (rest != 0)) * key_tiles;
+    const std::int64_t busiest_split = k.num_blocks / blocks * key_tiles + (units + blocks - 1) / blocks;
+    // Unit indices stay in 32 bits (tile_scheduler.cuh).
+    if (k.num_blocks > blocks && (busiest - busiest_split) * 50 >= busiest &&
+        units <= std::numeric_limits<std::int32_t>::max()) {
+      k.whole_tiles = k.num_blocks - rest;
+      k.split_key_tiles = static_cast<int>(key_tiles);
+      k.split_run = static_cast<int>(units / blocks);
+      k.split_longer_runs = static_cast<int>(units % blocks);
+      launch.work_bytes = kernel_shape.split_work_bytes(launch.grid[0]);
+      launch.work_zeroed_bytes = kernel_shape.split_flag_bytes(launch.grid[0]);
+    }
+  }
   launch.block[0] = static_cast<unsigned>(plan.threads);
   launch.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   args.push(k);
-  const int panel = shape(plan.spec).panel_bytes();
+  const int panel = kernel_shape.panel_bytes();
   const int d = static_cast<int>(p.head_dim);
   const int block_n = plan.spec.tile.block_n;
   args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, panel));
@@ -46,7 +73,8 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
   args.push(attention_tensor_map(p.o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, panel));
   args.push(static_cast<unsigned*>(nullptr));
-  if (plan.spec.persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask)))
+  if ((plan.spec.persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask))) ||
+      k.whole_tiles < k.num_blocks)
     launch.work_buffer_arg = args.count - 1;
 }
 
@@ -128,7 +156,9 @@ KernelFamily describe() {
   // causal mask its tile loop had cost the main loop 1-9% from 4k keys while ptxas kept the shared-memory
   // descriptors out of uniform registers; since the warp group index is uniform (65600df) it wins there too.
   f.persistent = {
-      {{MaskKind::kNone}, 0, "every tile costs the same: blocks stride over them"},
+      {{MaskKind::kNone},
+       0,
+       "every tile costs the same: blocks stride over them, the partial last round split by key tiles"},
       {{MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight},
        0,
        "bf16 on an H200: +6-12% at 512 keys, +1-7% at 1k, +1-2% at 2k (d=64/128, "
