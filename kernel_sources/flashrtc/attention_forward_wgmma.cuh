@@ -6,7 +6,7 @@
 // length, puts one block per SM: without a mask the blocks stride over the tiles, under a causal mask they
 // claim them from a counter, longest first (tile_scheduler.cuh, wgmma_forward_claims_tiles); otherwise each
 // block takes one tile; an unmasked grid's partial last round is cut into key tiles shared out evenly
-// (TileSchedule::kStrideSplit), the pieces of a tile merged by the block that holds its first key tiles
+// (TileSchedule::kStrideSplit), the pieces of a tile merged by the block that holds its last key tiles
 // (split_tile_partials.cuh). Warp group 0 is the producer: one thread claims the tiles and issues every TMA
 // copy (per tile Q, then K and V tiles of block_n keys into a ring of `stages` buffers that runs on across
 // tiles, so the next tile's keys load under this one's epilogue), the other threads give their registers away
@@ -484,28 +484,28 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       kv_reads += n_blocks;
     }
 
-    // A split tile's piece: a later one leaves O, m and l in the block's slot and ends there (with two Q
-    // slots the slot goes back under the next unit, as after a store); the first one, which holds the key
-    // tiles visited first, folds in the slots of the blocks whose runs begin inside this tile, then stores O.
+    // A split tile's piece: one that ends before the tile's last key tile leaves O, m and l in the block's slot
+    // and ends there (with two Q slots the slot goes back under the next unit, as after a store); the one
+    // that holds the last key tiles, which its block computes at the end of its run, folds in the slots of
+    // the lower-numbered blocks whose runs end inside this tile, then stores O.
     if constexpr (kSplits) {
       const int whole = p.whole_tiles;
       if (w.tile >= whole) {
         const SplitTilePartials<kShape.split_slot_chunks(), kConsumers> partials{
             work, kShape.split_slots_offset(gridDim.x)};
         const int block_id = blockIdx.x;
-        if (w.key_begin > 0) {
+        if (w.key_end < tiles.key_tiles) {
           partials.store(block_id, consumer, tid % 128, 3 + consumer, acc_o, m_run, l_run);
           if constexpr (!kDeferredHandBack)
             if (tid % 128 == 0) mbarrier_arrive(q_empty(consumer, q_slot));
           return;
         }
-        const int tile_end = (w.tile - whole + 1) * tiles.key_tiles;
-        // Blocks b > this one whose runs begin inside the tile, but for empty runs (fewer units than blocks).
-        for (int b = block_id + 1, begin = tiles.split_begin(b);
-             b < static_cast<int>(gridDim.x) && begin < tile_end; ++b) {
-          const int next = tiles.split_begin(b + 1);
-          if (next > begin) partials.merge(b, consumer, tid % 128, 3 + consumer, acc_o, m_run, l_run);
-          begin = next;
+        const int tile_begin = (w.tile - whole) * tiles.key_tiles;
+        // Blocks b < this one whose runs end inside the tile, but for empty runs (fewer units than blocks).
+        for (int b = block_id - 1, end = tiles.split_begin(block_id); b >= 0 && end > tile_begin; --b) {
+          const int begin = tiles.split_begin(b);
+          if (end > begin) partials.merge(b, consumer, tid % 128, 3 + consumer, acc_o, m_run, l_run);
+          end = begin;
         }
       }
     }

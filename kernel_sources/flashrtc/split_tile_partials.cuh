@@ -1,9 +1,12 @@
 #pragma once
-// The pieces of a work tile that several blocks share (TileSchedule::kStrideSplit): a block whose run starts
-// inside a tile holds that tile's later key tiles; it leaves its unnormalized O, row maxima and partial row
-// sums in its slot and raises its flag. The block that holds the tile's first key tiles finishes the tile:
-// at the end of its run, when the others, who computed theirs at the start of theirs, are long done, it
-// waits for each flag and folds the slot into its own registers before its epilogue.
+// The pieces of a work tile that several blocks share (TileSchedule::kStrideSplit): a block whose run ends
+// inside a tile holds that tile's earlier key tiles (in visiting order) and computes them first; it leaves
+// its unnormalized O, row maxima and partial row sums in its slot and raises its flag. The block that holds
+// the tile's last key tiles finishes the tile: at the end of its run, when the others are long done, it
+// waits for each flag and folds the slot into its own registers before its epilogue. It waits only for
+// lower-numbered blocks, which raise their flags without waiting for anything: blocks are dispatched in
+// order, so those run or have run, even where other work shares the GPU (CUB's decoupled look-back relies
+// on the same).
 //
 // The work buffer (the launch's; its layout and size: WgmmaForwardShape's split_* functions): one flag per
 // block and consumer warp group (zeroed before the launch), then from slots_offset one slot per block and

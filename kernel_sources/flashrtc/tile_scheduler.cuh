@@ -7,8 +7,10 @@
 //   kStrideSplit  as kStride, but the tiles from whole_tiles on (the partial last round) are cut into their
 //             key tiles, and block b takes the b-th of gridDim.x equal runs of them (stream-K): a run may
 //             start or end inside a tile, so the call ends together on every block rather than with the
-//             last round's blocks busy and the others idle. The kernel merges the pieces of a tile
-//             (split_tile_partials.cuh).
+//             last round's blocks busy and the others idle. A block takes its run from the end down: the
+//             piece of a tile shared with lower-numbered blocks comes last, so the block that merges the
+//             pieces (split_tile_partials.cuh) waits only for lower-numbered blocks, which computed theirs
+//             first, without waiting for anything.
 //   kDynamic  a persistent grid: block b takes tile b, then the next unclaimed one from a global counter,
 //             in tile order (the longest first under a causal mask): a block that finishes early takes
 //             more, as the hardware does for a grid of one block per tile, while the ring of loads runs on
@@ -68,11 +70,11 @@ struct TileScheduler {
       int local = 0;
       for (int tile = blockIdx.x; tile < whole_tiles; tile += gridDim.x, ++local)
         fn(WorkTile{tile, local, 0, WorkTile::kAllKeyTiles});
-      const int end = split_begin(blockIdx.x + 1);
-      for (int unit = split_begin(blockIdx.x); unit < end; ++local) {
-        const WorkTile w = split_unit(unit, end, local);
+      const int begin = split_begin(blockIdx.x);
+      for (int end = split_begin(blockIdx.x + 1); end > begin; ++local) {
+        const WorkTile w = split_unit(begin, end, local);
         fn(w);
-        unit += w.key_end - w.key_begin;
+        end -= w.key_end - w.key_begin;
       }
     } else if constexpr (kSchedule == TileSchedule::kStride) {
       stride(fn);
@@ -121,16 +123,16 @@ struct TileScheduler {
   }
 
  private:
-  // kStrideSplit: the unit of the run that ends at `end` from key-tile unit `unit` to the end of its tile or
-  // of the run.
-  __device__ __forceinline__ WorkTile split_unit(int unit, int end, int local) const {
-    const int t = unit / key_tiles;
-    return WorkTile{whole_tiles + t, local, unit - t * key_tiles, min(key_tiles, end - t * key_tiles)};
+  // kStrideSplit: the last piece of what remains of a run, [begin, end): from the start of the tile that holds
+  // unit end - 1, or from begin, up to end.
+  __device__ __forceinline__ WorkTile split_unit(int begin, int end, int local) const {
+    const int t = (end - 1) / key_tiles;
+    return WorkTile{whole_tiles + t, local, max(begin - t * key_tiles, 0), end - t * key_tiles};
   }
   __device__ __forceinline__ unsigned full(int slot) const { return slots + 8u + 8u * slot; }
   __device__ __forceinline__ unsigned empty(int slot) const { return slots + 24u + 8u * slot; }
   // One call site for fn, which the kernels inline: its body once in the code. Under kStrideSplit `pos` is a
-  // tile below `whole`, then whole + a key-tile unit of the block's run.
+  // tile below `whole`, then whole + the end of what remains of the block's run.
   template <typename Fn>
   __device__ __forceinline__ void stride(Fn&& fn) const {
     if constexpr (kSchedule != TileSchedule::kStrideSplit) {
@@ -138,20 +140,19 @@ struct TileScheduler {
         fn(WorkTile{tile, local, 0, WorkTile::kAllKeyTiles});
     } else {
       const int whole = whole_tiles;
-      const auto first_unit = [&]() { return whole + split_begin(blockIdx.x); };
+      const auto run_end = [&]() { return whole + split_begin(blockIdx.x + 1); };
       int pos = blockIdx.x;
-      if (pos >= whole) pos = first_unit();
+      if (pos >= whole) pos = run_end();
       for (int local = 0;; ++local) {
         WorkTile w{pos, local, 0, WorkTile::kAllKeyTiles};
         if (pos >= whole) {
-          const int unit = pos - whole;
-          const int end = split_begin(blockIdx.x + 1);
-          if (unit >= end) return;
-          w = split_unit(unit, end, local);
-          pos += w.key_end - w.key_begin;
+          const int begin = split_begin(blockIdx.x);
+          if (pos - whole <= begin) return;
+          w = split_unit(begin, pos - whole, local);
+          pos -= w.key_end - w.key_begin;
         } else {
           pos += gridDim.x;
-          if (pos >= whole) pos = first_unit();
+          if (pos >= whole) pos = run_end();
         }
         fn(w);
       }

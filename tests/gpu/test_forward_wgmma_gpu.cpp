@@ -2,7 +2,11 @@
 // serves, and the calls it hands to the mma.sync family. Skips unless the GPU is an sm_90a one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <optional>
+#include <vector>
 
 #include "flashrtc/flashrtc.hpp"
 #include "flashrtc/wgmma_forward_shape.cuh"
@@ -169,7 +173,7 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
 TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph") {
   // More tiles than SMs, not a whole number of rounds: the three-group kernels cut the last round's tiles
   // into key tiles and share them out over every block (stream-K), the pieces merged by the block that holds
-  // each tile's first key tiles. Few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces)
+  // each tile's last key tiles. Few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces)
   // and long runs over several tiles (4500 keys on 80-key tiles); GQA, odd lengths, both layouts, lse.
   if (!on_hopper()) return;
   const int sms = current_device().multiprocessors;
@@ -218,4 +222,64 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
         flashrtc::testing::check_graph_replays_eager(c);
       }
     }
+}
+
+TEST_CASE("wgmma: split calls on two streams at once finish, each with the single call's bits") {
+  // A block that merges a split tile waits only for lower-numbered blocks of its own grid; two split grids
+  // sharing the SMs (each with blocks resident and waiting) must still both finish. Six calls alternate
+  // between two streams without synchronizing; every output must equal the first call's, run alone.
+  if (!on_hopper()) return;
+  const int sms = current_device().multiprocessors;
+  ForwardParams p;
+  p.dtype = DType::kBFloat16, p.head_dim = 128, p.batch = 1, p.seqlen_q = 700, p.seqlen_kv = 4500;
+  p.heads_q = p.heads_kv = (sms + 8 + 3) / 4;  // 192x80 tiles: 4 query blocks per head, a few past a round
+  const std::size_t q_elems = static_cast<std::size_t>(p.seqlen_q * p.heads_q * p.head_dim);
+  const std::size_t kv_elems = static_cast<std::size_t>(p.seqlen_kv * p.heads_kv * p.head_dim);
+  std::vector<std::uint16_t> host_q(q_elems), host_kv(kv_elems);
+  std::uint32_t state = 12345u;
+  const auto next_bf16 = [&state] {  // small random bf16 values in [-2, 2)
+    state = state * 1664525u + 1013904223u;
+    const float x = (static_cast<float>(state >> 8) / 16777216.f - 0.5f) * 4.f;
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return static_cast<std::uint16_t>(bits >> 16);
+  };
+  for (auto& x : host_q) x = next_bf16();
+  for (auto& x : host_kv) x = next_bf16();
+  DeviceBuffer q(q_elems * 2), k(kv_elems * 2), v(kv_elems * 2);
+  q.copy_from_host(host_q.data(), q_elems * 2);
+  k.copy_from_host(host_kv.data(), kv_elems * 2);
+  for (auto& x : host_kv) x = next_bf16();
+  v.copy_from_host(host_kv.data(), kv_elems * 2);
+  p.q = TensorRef::bnhd(q.data(), p.seqlen_q, p.heads_q, p.head_dim);
+  p.k = TensorRef::bnhd(k.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.v = TensorRef::bnhd(v.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
+  p.o = p.q;  // for the spec only: each call below writes its own output
+  const ForwardSpec spec = select_forward_spec(p);
+  REQUIRE(WgmmaForwardShape{128, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages,
+                            spec.persistent}
+              .splits_last_round(0));
+
+  constexpr int kCalls = 6;
+  std::vector<DeviceBuffer> outputs;
+  for (int i = 0; i < kCalls; ++i) {
+    outputs.emplace_back(q_elems * 2);
+    outputs.back().fill_bytes(0xFF);
+  }
+  Stream streams[2];
+  for (int i = 0; i < kCalls; ++i) {
+    p.o = TensorRef::bnhd(outputs[i].data(), p.seqlen_q, p.heads_q, p.head_dim);
+    p.stream = streams[i % 2].handle();
+    attention_forward(p);
+    if (i == 0) streams[0].synchronize();  // the first alone: the bits the others must give
+  }
+  streams[0].synchronize();
+  streams[1].synchronize();
+  std::vector<std::uint16_t> first(q_elems), got(q_elems);
+  outputs[0].copy_to_host(first.data(), q_elems * 2);
+  CHECK(std::none_of(first.begin(), first.end(), [](std::uint16_t x) { return x == 0xFFFF; }));
+  for (int i = 1; i < kCalls; ++i) {
+    outputs[i].copy_to_host(got.data(), q_elems * 2);
+    CHECK_MESSAGE(got == first, "call " << i);
+  }
 }
