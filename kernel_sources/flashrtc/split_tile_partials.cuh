@@ -24,20 +24,28 @@ struct SplitTilePartials {
   __device__ SplitTilePartials(unsigned* work, unsigned long long slots_offset)
       : flags(work), slots(reinterpret_cast<float4*>(reinterpret_cast<char*>(work) + slots_offset)) {}
 
+  __device__ __forceinline__ unsigned* flag(int block, int group) const {
+    return flags + block * kGroups + group;
+  }
+  // Thread t's first chunk in the slot of `block` and `group`.
+  __device__ __forceinline__ float4* slot(int block, int group, int t) const {
+    return slots + static_cast<long long>(block * kGroups + group) * kChunks * 128 + t;
+  }
+
   // By each of the group's 128 threads (t = its index in the group), then the group's named barrier `bar`.
   template <int kOFloats>
   __device__ __forceinline__ void store(int block, int group, int t, int bar, const float (&acc_o)[kOFloats],
                                         const float (&m)[2], const float (&l)[2]) const {
     static_assert(kOFloats == 4 * (kChunks - 1), "a consumer thread's O accumulators");
-    float4* slot = slots + static_cast<long long>(block * kGroups + group) * kChunks * 128 + t;
+    float4* const mine = slot(block, group, t);
 #pragma unroll
     for (int c = 0; c < kChunks - 1; ++c)
-      __stcg(slot + c * 128, make_float4(acc_o[4 * c], acc_o[4 * c + 1], acc_o[4 * c + 2], acc_o[4 * c + 3]));
-    __stcg(slot + (kChunks - 1) * 128, make_float4(m[0], m[1], l[0], l[1]));
+      __stcg(mine + c * 128, make_float4(acc_o[4 * c], acc_o[4 * c + 1], acc_o[4 * c + 2], acc_o[4 * c + 3]));
+    __stcg(mine + (kChunks - 1) * 128, make_float4(m[0], m[1], l[0], l[1]));
     // The group's stores, then one release of the flag (the bar.sync orders the others' stores before it).
     asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
     if (t == 0)
-      asm volatile("st.release.gpu.global.u32 [%0], 1;\n" ::"l"(flags + block * kGroups + group) : "memory");
+      asm volatile("st.release.gpu.global.u32 [%0], 1;\n" ::"l"(flag(block, group)) : "memory");
   }
 
   // By each of the group's 128 threads: waits for block `block`'s flag, then folds its slot into this
@@ -47,14 +55,14 @@ struct SplitTilePartials {
                                         float (&m)[2], float (&l)[2]) const {
     static_assert(kOFloats == 4 * (kChunks - 1), "a consumer thread's O accumulators");
     if (t == 0) {
-      const unsigned* flag = flags + block * kGroups + group;
+      const unsigned* const raised = flag(block, group);
       unsigned ready = 0;
-      do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(ready) : "l"(flag) : "memory");
+      do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(ready) : "l"(raised) : "memory");
       while (ready == 0);
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
-    const float4* slot = slots + static_cast<long long>(block * kGroups + group) * kChunks * 128 + t;
-    const float4 ml = __ldcg(slot + (kChunks - 1) * 128);
+    const float4* const theirs = slot(block, group, t);
+    const float4 ml = __ldcg(theirs + (kChunks - 1) * 128);
     const float other_m[2] = {ml.x, ml.y};
     const float other_l[2] = {ml.z, ml.w};
     float mine_scale[2], other_scale[2];
@@ -69,7 +77,7 @@ struct SplitTilePartials {
     }
 #pragma unroll
     for (int c = 0; c < kChunks - 1; ++c) {
-      const float4 o = __ldcg(slot + c * 128);
+      const float4 o = __ldcg(theirs + c * 128);
       acc_o[4 * c] = acc_o[4 * c] * mine_scale[0] + o.x * other_scale[0];
       acc_o[4 * c + 1] = acc_o[4 * c + 1] * mine_scale[0] + o.y * other_scale[0];
       acc_o[4 * c + 2] = acc_o[4 * c + 2] * mine_scale[1] + o.z * other_scale[1];
