@@ -674,9 +674,10 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "causal wgmma launches take their tiles in
 }
 
 TEST_CASE_FIXTURE(RestoresRealDriver, "unmasked wgmma launches split a partial last round by key tiles") {
-  // The fake sm_90 device has 132 SMs. Tiles past the last full round are shared out by key tiles, and the
-  // launch gets a work buffer of flags (zeroed) and partial results, where the kernel has three consumer
-  // groups and the split cuts the busiest block's key tiles by 2% or more.
+  // The fake sm_90 device has 132 SMs. Tiles past the last full round (all of them, in a call of fewer tiles
+  // than SMs) are shared out by key tiles over one block per SM, and the launch gets a work buffer of flags
+  // (zeroed) and partial results, where the kernel has three consumer groups and the split cuts the busiest
+  // block's key tiles by 2% or more.
   FakeDriver fake;
   Stream stream;
   kernel::ForwardParams seen{};
@@ -693,7 +694,8 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "unmasked wgmma launches split a partial l
                         Case{96, 2048, 4, 176, 132, 22, 3},    // 192x96: 4 x 4 x 11
                         Case{128, 8192, 3, 516, 396, 103, 3},  // 412 key tiles against 403 (2.2%)
                         Case{96, 2048, 65, 2860, 2860, 0, 3},  // 484 against 477 (1.4%)
-                        Case{96, 2048, 2, 88, 88, 0, 3},       // under one round
+                        Case{96, 2048, 2, 88, 0, 22, 3},       // under one round: 22 key tiles against 15
+                        Case{128, 4096, 1, 88, 0, 52, 3},      // 192x80, 4 x 22 tiles: 52 against 35
                         Case{96, 2048, 6, 264, 264, 0, 3},     // two whole rounds
                         Case{128, 2048, 5, 320, 320, 0, 2},    // 128x128, two consumer groups: never
                         Case{64, 1000, 9, 144, 144, 0, 4}}) {  // 256x64, four: never
@@ -710,7 +712,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "unmasked wgmma launches split a partial l
     const int units = (c.tiles - c.whole) * c.key_tiles;
     CHECK(seen.split_run == (split ? units / 132 : 0));
     CHECK(seen.split_longer_runs == (split ? units % 132 : 0));
-    CHECK(fake.launches().back().grid[0] == static_cast<unsigned>(std::min(c.tiles, 132)));
+    CHECK(fake.launches().back().grid[0] == static_cast<unsigned>(split ? 132 : std::min(c.tiles, 132)));
     const auto all_events = fake.memory_events();
     const std::vector<test::MemoryEvent> events(
         all_events.begin() + static_cast<std::ptrdiff_t>(earlier_events), all_events.end());

@@ -171,16 +171,18 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
 }
 
 TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph") {
-  // More tiles than SMs, not a whole number of rounds: the three-group kernels cut the last round's tiles
-  // into key tiles and share them out over every block (stream-K), the pieces merged by the block that holds
-  // each tile's last key tiles. Few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces)
-  // and long runs over several tiles (4500 keys on 80-key tiles); GQA, odd lengths, both layouts, lse.
+  // Not a whole number of rounds: the three-group kernels cut the last round's tiles into key tiles and share
+  // them out over every block (stream-K), the pieces merged by the block that holds each tile's last key tiles.
+  // More tiles than SMs: few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces) and long
+  // runs over several tiles (4500 keys on 80-key tiles). Fewer tiles than SMs (decode, few heads): every tile
+  // split over one block per SM, blocks with empty runs (fewer units than blocks). GQA, odd lengths, both
+  // layouts, lse.
   if (!on_hopper()) return;
   const int sms = current_device().multiprocessors;
   struct Shape {
     int head_dim;
     std::int64_t seqlen_q, seqlen_kv;
-    int extra;  // at least this many tiles past sms
+    int extra;  // at least this many tiles past sms; <= 0: -extra kv heads (of 2 query heads each) instead
     std::optional<TileConfig> tile;
     Layout layout;
   };
@@ -191,6 +193,9 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
       {128, 700, 4500, 8, std::nullopt, Layout::kBhnd},                 // 192x80: runs of 3-4, 57 per tile
       {64, 500, 2100, 40, std::nullopt, Layout::kBnhd},                 // 192x128
       {160, 300, 1000, 20, TileConfig{192, 64, 16, 3}, Layout::kBhnd},  // one Q slot per group
+      {128, 1, 9001, -2, std::nullopt, Layout::kBhnd},                  // decode: 4 tiles, 113 key tiles each
+      {96, 1000, 2048, -1, std::nullopt, Layout::kBnhd},                // 12 tiles, runs of 2
+      {64, 200, 2100, -1, TileConfig{192, 128, 16, 3}, Layout::kBhnd},  // 4 tiles, 68 units: empty runs
   };
   Stream stream;
   for (const Shape& s : kShapes)
@@ -207,8 +212,11 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
                                 spec.tile.stages, spec.persistent}
                   .splits_last_round(0));
       const int m_blocks = static_cast<int>((s.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
-      int heads_kv = (sms + s.extra + 2 * m_blocks - 1) / (2 * m_blocks);
-      if (2 * heads_kv * m_blocks % sms == 0) ++heads_kv;
+      int heads_kv = -s.extra;
+      if (s.extra > 0) {
+        heads_kv = (sms + s.extra + 2 * m_blocks - 1) / (2 * m_blocks);
+        if (2 * heads_kv * m_blocks % sms == 0) ++heads_kv;
+      }
       ForwardCase c;
       c.dtype = dtype, c.head_dim = s.head_dim, c.mask = MaskKind::kNone, c.config = s.tile,
       c.layout = s.layout;

@@ -40,11 +40,12 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   const WgmmaForwardShape kernel_shape = shape(plan.spec);
   // Without a mask, a grid whose last round leaves blocks idle shares that round's tiles out by key tiles
   // instead (stream-K; tile_scheduler.cuh's kStrideSplit), in the kernels that can: every block then takes
-  // the same number of key tiles, give or take one. Where that cuts the busiest block's key tiles by 2% or
-  // more: on an H200 the split gained about 1% less than that estimate (the flags' memset, each piece's own
-  // Q load and pipeline start, the merges; docs/measurements/issue9/stream_k.md).
+  // the same number of key tiles, give or take one. A call of fewer tiles than SMs (decode, few heads) is one
+  // partial round: all of its tiles are shared out over one block per SM. Where that cuts the busiest block's
+  // key tiles by 2% or more: on an H200 the split gained about 1% less than that estimate (the flags' memset,
+  // each piece's own Q load and pipeline start, the merges; docs/measurements/issue9/stream_k.md).
   if (persistent && kernel_shape.splits_last_round(static_cast<int>(p.mask))) {
-    const int blocks = static_cast<int>(launch.grid[0]);
+    const int blocks = plan.multiprocessors;
     const std::int64_t key_tiles = (p.seqlen_kv + plan.spec.tile.block_n - 1) / plan.spec.tile.block_n;
     const int rest = k.num_blocks % blocks;
     const std::int64_t units = rest * key_tiles;
@@ -52,8 +53,8 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
     const std::int64_t busiest = (k.num_blocks / blocks + (rest != 0)) * key_tiles;
     const std::int64_t busiest_split = k.num_blocks / blocks * key_tiles + (units + blocks - 1) / blocks;
     // Unit indices stay in 32 bits (tile_scheduler.cuh).
-    if (k.num_blocks > blocks && (busiest - busiest_split) * 50 >= busiest &&
-        units <= std::numeric_limits<std::int32_t>::max()) {
+    if ((busiest - busiest_split) * 50 >= busiest && units <= std::numeric_limits<std::int32_t>::max()) {
+      launch.grid[0] = static_cast<unsigned>(blocks);
       k.whole_tiles = k.num_blocks - rest;
       k.split_key_tiles = static_cast<int>(key_tiles);
       k.split_run = static_cast<int>(units / blocks);
