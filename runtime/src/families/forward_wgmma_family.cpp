@@ -41,19 +41,23 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   // Without a mask, a grid whose last round leaves blocks idle shares that round's tiles out by key tiles
   // instead (stream-K; tile_scheduler.cuh's kStrideSplit), in the kernels that can: every block then takes
   // the same number of key tiles, give or take one. A call of fewer tiles than SMs (decode, few heads) is one
-  // partial round: all of its tiles are shared out over one block per SM. Where that cuts the busiest block's
-  // key tiles by 2% or more: on an H200 the split gained about 1% less than that estimate (the flags' memset,
-  // each piece's own Q load and pipeline start, the merges; docs/measurements/issue9/stream_k.md).
+  // partial round: all of its tiles are shared out over one block per SM. A split costs each block about an
+  // eighth of a tile's key tiles more (its pieces' Q loads, pipeline starts and epilogues, the merges, the
+  // flags' memset): on an H200 that fits the partial rounds' gains (about 1% under the key-tile estimate at
+  // 4k-16k keys) and the calls of 104-128 tiles on 132 SMs, where a split every tile needed cuts of 12% or
+  // more to gain (docs/measurements/issue9/stream_k.md). The host splits where the busiest block's key tiles,
+  // with that cost, drop by 1% or more.
   if (persistent && kernel_shape.splits_last_round(static_cast<int>(p.mask))) {
     const int blocks = plan.multiprocessors;
     const std::int64_t key_tiles = (p.seqlen_kv + plan.spec.tile.block_n - 1) / plan.spec.tile.block_n;
     const int rest = k.num_blocks % blocks;
     const std::int64_t units = rest * key_tiles;
-    // Key tiles of the busiest block, whole rounds against the split.
+    // Key tiles of the busiest block, whole rounds against the split and its cost.
     const std::int64_t busiest = (k.num_blocks / blocks + (rest != 0)) * key_tiles;
-    const std::int64_t busiest_split = k.num_blocks / blocks * key_tiles + (units + blocks - 1) / blocks;
+    const std::int64_t busiest_split =
+        k.num_blocks / blocks * key_tiles + (units + blocks - 1) / blocks + (key_tiles + 7) / 8;
     // Unit indices stay in 32 bits (tile_scheduler.cuh).
-    if ((busiest - busiest_split) * 50 >= busiest && units <= std::numeric_limits<std::int32_t>::max()) {
+    if ((busiest - busiest_split) * 100 >= busiest && units <= std::numeric_limits<std::int32_t>::max()) {
       launch.grid[0] = static_cast<unsigned>(blocks);
       k.whole_tiles = k.num_blocks - rest;
       k.split_key_tiles = static_cast<int>(key_tiles);
