@@ -514,8 +514,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // the swizzled layout the O map stores from; then one thread stores it and, once the store has read the
     // tile, hands it back to the producer (with two Q slots, during the next tile). In a tile loop the
     // addresses come from opaque copies, computed here per tile.
-    const Block out(p, w.tile,
-                    true);  // recomputed, not held through the main loop, where registers are short
+    // Recomputed, not held through the main loop, where registers are short.
+    const Block out(p, w.tile, true);
     float* lse_row = out.lse;
     const int lane_e = Tiles::kLoops ? opaque(lane) : lane;
     unsigned o_tile = Tiles::kLoops ? opaque(q_tile) : q_tile;
