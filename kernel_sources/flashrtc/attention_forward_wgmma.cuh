@@ -22,8 +22,8 @@
 // the last to the first, so the ones that need a mask (the causal diagonal, the end of the keys) come first.
 // Buffers are handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp
 // arrives on once its products have read the buffer. O leaves through shared memory (the group's Q tile, or
-// at d = 256 without a mask the last K or V buffer: kOInKV) and a TMA store, which clips rows past the end;
-// lse is written from registers. The group's "Q empty"
+// with one Q slot on a persistent grid the last K or V buffer: kOInKV) and a TMA store, which clips rows past
+// the end; lse is written from registers. The group's "Q empty"
 // barrier tells the producer when the store has read the tile, so the next Q may overwrite it.
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/forward_block.cuh"
@@ -101,16 +101,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                     p.split_longer_runs};
   // Q tile `local` of a block goes to slot local % kQSlots, its barriers' phase is (local / kQSlots) & 1.
   constexpr int kQBarriers = kQSlots * kConsumers;
-  // With one Q slot per group on a persistent grid (d = 256, where two do not fit) and no mask, O leaves
-  // through the buffers of the tile's last K and V (group 0's in K, group 1's in V) instead of the Q slot:
-  // each group hands its Q slot back once its last Q K^T has completed, so the next tile's Q loads under this
-  // tile's last products and epilogue, and the stores are waited for only under the next tile's first
-  // product. The "O stored" barrier holds the producer's next load into that stage, two loads later: with
-  // two stages that load is what the next arrival waits for, so the barrier cannot run a phase ahead of the
-  // producer. On an H200, bf16 and fp16 at d = 256: +2-2.6% at 512 and 1k keys, +0.9% at 2k.
-  // A group's O (64 rows) must fit in one K or V buffer: block_n >= 64.
-  constexpr bool kOInKV = kPersistent && kQSlots == 1 && kMask == kernel::Mask::kNone && kConsumers == 2 &&
-                          kStages == 2 && kBlockN >= 64;
+  // With one Q slot per group on a persistent grid (d >= 160 on two consumer groups, where two do not fit),
+  // O leaves through the buffers of the tile's last K and V (group 0's in K, group 1's in V) instead
+  // of the Q slot: each group hands its Q slot back once its last Q K^T has completed, so the next tile's Q
+  // loads under this tile's last products and epilogue, and the stores are waited for only under the next
+  // tile's first product (before it, for a group that skips key tiles: the producer may wait for this
+  // arrival before it loads them). The "O stored" barrier completes one phase per such tile and holds the
+  // producer's next load into the stage of the tile's last one, two loads later: that load is what any later
+  // arrival waits for, so the barrier cannot run a phase ahead of the producer. A tile without keys stores
+  // from its Q slot. On an H200, bf16 and fp16 at d = 256 without a mask: +2-2.6% at 512 and 1k keys, +0.9%
+  // at 2k. A group's O (64 rows) must fit in one K or V buffer: block_n >= 64.
+  constexpr bool kOInKV = kPersistent && kQSlots == 1 && kConsumers == 2 && kStages == 2 && kBlockN >= 64;
   const auto q_full = [&](int group, int slot) { return barriers + 8u * (slot * kConsumers + group); };
   const auto q_empty = [&](int group, int slot) { return barriers + 8u * (kQBarriers + slot * kConsumers + group); };
   const auto k_full = [&](int stage) { return barriers + 8u * (2 * kQBarriers + stage); };
@@ -171,6 +172,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       tma_prefetch_descriptor(k_map);
       tma_prefetch_descriptor(v_map);
       int kv_loads = 0;  // K and V tiles issued so far: the ring's position
+      // kOInKV: per stage (two bits each), 2 + the parity of the "O stored" phase its next load waits for, or
+      // 0; and the tiles whose O went through K and V so far. Two words: the producer has 24 registers.
+      unsigned o_waits = 0, o_tiles = 0;
       tiles.produce([&](const WorkTile& w) {
         const int local = w.local;
         const Block block(p, w.tile, true);
@@ -191,12 +195,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const auto load_kv = [&](int i, int n0, bool first) {
           const int stage = kv_loads % kStages;
           const unsigned phase = (kv_loads / kStages) & 1;
-          // The first load into the stage where an earlier tile's O was left, two loads after that tile's last
-          // key tile (every tile has the same key tiles without a mask): this tile's second key tile, or with
-          // one key tile per tile this tile's first, the O of the tile before the previous one.
+          // The first load into the stage where an earlier tile's O was left waits for its store.
           if constexpr (kOInKV) {
-            const int owner = block.num_n_blocks == 1 ? local - 2 : i == 1 ? local - 1 : -1;
-            if (owner >= 0) mbarrier_wait(o_stored, owner & 1);
+            const unsigned wait = (o_waits >> (2 * stage)) & 3u;
+            if (wait != 0) {
+              mbarrier_wait(o_stored, wait & 1u);
+              o_waits &= ~(3u << (2 * stage));
+            }
           }
           mbarrier_wait(k_empty(stage), phase ^ 1);
           mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
@@ -219,6 +224,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const int end = kSplits ? min(w.key_end, block.num_n_blocks) : block.num_n_blocks;
         if (first == end) load_q();
         for (int i = first; i < end; ++i) load_kv(i, (block.num_n_blocks - 1 - i) * kBlockN, i == first);
+        if constexpr (kOInKV)
+          if (first < end) {
+            o_waits |= (2u | (o_tiles & 1u)) << (2 * ((kv_loads - 1) % kStages));
+            ++o_tiles;
+          }
       });
     }
     return;
@@ -348,6 +358,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // first and after each of its turns, so group 0 takes one more (empty) turn at exit: no arrival is left over.
   if (consumer == 1) pass_turn();
   int kv_reads = 0;  // K and V tiles consumed so far: the ring's position, as the producer counts it
+  bool o_pending = false;  // kOInKV: the group's last O went out through a K or V buffer, not yet handed back
   tiles.consume([&](const WorkTile& w) {
     const int local = w.local;
     const Block block(p, w.tile, true);
@@ -365,18 +376,21 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     if constexpr (kQSlots > 1) q_tile = q_smem + (q_slot * kConsumers + consumer) * kQGroupBytes;
     mbarrier_wait(q_full(consumer, q_slot), (local / kQSlots) & 1);
     // With two Q slots the previous tile's O store is waited for here, under this tile's first products
-    // rather than before them; its slot is next written by the tile after this one.
+    // rather than before them; its slot is next written by the tile after this one. Under kOInKV, once per
+    // tile whose O went out through K or V (a second call does nothing).
     const auto hand_back_previous = [&]() {
       if constexpr (kDeferredHandBack)
         if (local > 0 && tid % 128 == 0) {
           tma_store_wait_read();
           mbarrier_arrive(q_empty(consumer, (local - 1) % kQSlots));
         }
-      if constexpr (kOInKV)
-        if (local > 0 && num_n_blocks > 0 && tid % 128 == 0) {
+      if constexpr (kOInKV) {
+        if (o_pending && tid % 128 == 0) {
           tma_store_wait_read();
           mbarrier_arrive(o_stored);
         }
+        o_pending = false;
+      }
     };
     if (num_n_blocks == 0) hand_back_previous();
     const auto stage_of = [&](int i) { return (kv_reads + i) % kStages; };
@@ -394,6 +408,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     int n_top = kSplits ? block.num_n_blocks - w.key_begin : num_n_blocks;
     if constexpr (kMask != kernel::Mask::kNone && Tiles::kLoops && kBlockN <= kBlockM - 64) {
       n_blocks = group_m0 >= p.seqlen_q ? 0 : block.key_blocks(p, group_m0 + 64);
+      // The producer may hold the skipped tiles' loads for the previous O's store.
+      if constexpr (kOInKV)
+        if (n_blocks < num_n_blocks) hand_back_previous();
       for (int i = 0; i < num_n_blocks - n_blocks; ++i) {
         mbarrier_wait(k_full(stage_of(i)), phase_of(i));
         release(k_empty(stage_of(i)));
@@ -408,6 +425,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         wait_turn();
         pass_turn();
         hand_back_previous();
+        if constexpr (kOInKV) release(q_empty(consumer, q_slot));  // unread
       }
     }
     if (n_blocks > 0) {
@@ -519,7 +537,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     float* lse_row = out.lse;
     const int lane_e = Tiles::kLoops ? opaque(lane) : lane;
     unsigned o_tile = Tiles::kLoops ? opaque(q_tile) : q_tile;
-    const bool o_in_kv = kOInKV && n_blocks > 0;  // the same for every tile without a mask
+    const bool o_in_kv = kOInKV && num_n_blocks > 0;  // the same for both groups
     if (o_in_kv) {
       o_tile = (consumer == 0 ? k_smem : v_smem) + unsigned((kv_reads - 1) % kStages) * kKVBytes;
       named_barrier_sync(5, 256);  // both groups' last products have read that K and V (3, 4: per group)
@@ -551,6 +569,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         if constexpr (Tiles::kLoops) mbarrier_arrive(q_empty(consumer, q_slot), kOInKV ? 4u : 1u);
       }
     }
+    if constexpr (kOInKV) o_pending = o_in_kv;
   });
   if ((kDeferredHandBack || kOInKV) && tid % 128 == 0) tma_store_wait_read();  // the last tile's store
   if (consumer == 0) wait_turn();

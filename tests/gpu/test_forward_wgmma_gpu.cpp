@@ -170,6 +170,55 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
     }
 }
 
+TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buffer, under every mask") {
+  // One Q slot per group on a persistent grid (d >= 160, or wide key tiles): each tile's O is stored from the
+  // buffers of its last K and V, and the producer's load into that stage two loads later waits for the store.
+  // Under a causal mask tiles differ in key tiles (one key tile: the wait falls in the next tile but one),
+  // groups skip the diagonal's last key tiles (128x64), and bottom-right masks over fewer keys than queries
+  // leave tiles without keys, which store from the Q slot. More tiles than SMs; eager and in a graph.
+  if (!on_hopper()) return;
+  struct Shape {
+    int head_dim;
+    std::optional<TileConfig> tile;
+    std::int64_t seqlen_q, seqlen_kv;
+  };
+  const Shape kShapes[] = {
+      {256, std::nullopt, 1500, 1700},
+      {256, std::nullopt, 1500, 300},
+      {256, TileConfig{128, 80, 12, 2}, 700, 129},
+      {192, std::nullopt, 1100, 1000},
+      {160, std::nullopt, 1500, 1700},
+      {160, std::nullopt, 1500, 150},
+      {128, TileConfig{128, 176, 12, 2}, 1500, 1700},  // ping-pong turns besides
+  };
+  Stream stream;
+  for (const Shape& s : kShapes)
+    for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+      ForwardParams p;
+      p.dtype = DType::kBFloat16, p.head_dim = s.head_dim, p.mask = mask, p.batch = 3, p.heads_q = 8,
+      p.heads_kv = 2;
+      p.seqlen_q = s.seqlen_q, p.seqlen_kv = s.seqlen_kv, p.config = s.tile;
+      alignas(16) static unsigned char dummy[16];
+      p.q = p.o = TensorRef::bnhd(dummy, p.seqlen_q, 8, s.head_dim);
+      p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 2, s.head_dim);
+      const ForwardSpec spec = select_forward_spec(p);
+      REQUIRE(spec.family->name == "wgmma");
+      const WgmmaForwardShape shape{s.head_dim,      spec.tile.block_m, spec.tile.block_n,
+                                    spec.tile.warps, spec.tile.stages,  spec.persistent};
+      if (mask != MaskKind::kNone) {
+        REQUIRE(spec.persistent);
+        CHECK_MESSAGE(shape.q_slots() == 1, "d=" << s.head_dim);
+      }
+      ForwardCase c;
+      c.dtype = DType::kBFloat16, c.head_dim = s.head_dim, c.mask = mask, c.config = s.tile;
+      c.batch = 3, c.heads_q = 8, c.heads_kv = 2, c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
+      c.seed = 61 + s.head_dim;
+      check(c);
+      c.stream = stream.handle();
+      flashrtc::testing::check_graph_replays_eager(c);
+    }
+}
+
 TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph") {
   // Not a whole number of rounds: the three-group kernels cut the last round's tiles into key tiles and share
   // them out over every block (stream-K), the pieces merged by the block that holds each tile's last key tiles.
