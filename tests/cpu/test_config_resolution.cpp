@@ -320,12 +320,18 @@ TEST_CASE("resolution on sm_90a at d=256: 128x80 without a mask, 128x64 under th
             0);
     }
   }
-  // A head dim below the restricted row's is the d<=224 row's for every mask, with nothing to note.
+  // A head dim below the restricted row's is served by the d<=224 rows: 128x96 at long keys under every mask,
+  // from the causal masks' own row under those (128x64 there at 512 keys and fewer), noted as such.
   for (MaskKind mask : kMaskKinds) {
     ConfigQuery q = query(DType::kBFloat16, 224);
     q.mask = mask;
     const ConfigResolution r = resolve_forward_config(q, hopper);
     CHECK(r.config == TileConfig{128, 96, 12, 2});
-    CHECK(r.why.rfind("built-in table; no tuned entry", 0) == 0);
+    const std::string row = mask == MaskKind::kNone ? "(row d<=224 for masks causal, causal-br passed over)"
+                                                    : "(row d<=224 for masks causal, causal-br)";
+    CHECK(r.why.rfind("built-in table " + row + "; no tuned entry", 0) == 0);
+    q.seqlen_q = q.seqlen_kv = 512;
+    CHECK(resolve_forward_config(q, hopper).config ==
+          (mask == MaskKind::kNone ? TileConfig{128, 96, 12, 2} : TileConfig{128, 64, 12, 2}));
   }
 }

@@ -140,10 +140,21 @@ KernelFamily describe() {
        "geometric mean (causal +1.4 to +5.8% but -0.9% at fp16 8k; unmasked -4 to +7% within the runs' "
        "spread); 128x144 lost 2-6% up to 1k keys (rescale_branch_synccheck.md)"},
       {192,
+       {{{128, 112, 12, 2}, 0, 2048}, {{128, 64, 12, 2}}},
+       "d=192 causal up to 1k keys: 128x64, whose first groups skip the diagonal's last key tile, and O through "
+       "K / V: bf16 on an H200 +13.7% at 512 keys and +6.3% at 1k over 128x112, 0.0% at 2k "
+       "(docs/measurements/issue9/o_in_kv.md)",
+       {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}},
+      {192,
        {{{128, 112, 12, 2}}},
        "d=192: the widest key tile that fits (128x128 exceeds 227 KiB); 128x96 on an H200, compare.py bf16 / fp16 "
        "512-16k keys, both masks: +0.3% geometric mean, -3 to -5% at 512 and 4k unmasked, +1 to +4% at 512 "
        "causal (rescale_branch_synccheck.md)"},
+      {224,
+       {{{128, 96, 12, 2}, 0, 1024}, {{128, 64, 12, 2}}},
+       "d=224 causal at 512 keys and fewer: 128x64, bf16 on an H200 +8.5% at 512 over 128x96, -0.6% at 1k, -4% "
+       "at 2k (docs/measurements/issue9/o_in_kv.md)",
+       {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}},
       {224,
        {{{128, 96, 12, 2}}},
        "d=224: 128x96 over 128x80, compare.py on an H200, bf16 / fp16 512-16k keys: +0.4 to +5.8% unmasked, "
