@@ -35,6 +35,22 @@ const KernelFamily& wgmma() {
   return *family;
 }
 
+// The spec a case's call resolves to: contiguous tensors of its shape (the pointers are never read).
+ForwardSpec spec_of(const ForwardCase& c) {
+  alignas(16) static unsigned char dummy[16];
+  ForwardParams p;
+  p.dtype = c.dtype, p.head_dim = c.head_dim, p.mask = c.mask, p.batch = c.batch, p.heads_q = c.heads_q,
+  p.heads_kv = c.heads_kv, p.seqlen_q = c.seqlen_q, p.seqlen_kv = c.seqlen_kv, p.config = c.config;
+  p.q = p.o = TensorRef::bnhd(dummy, c.seqlen_q, c.heads_q, c.head_dim);
+  p.k = p.v = TensorRef::bnhd(dummy, c.seqlen_kv, c.heads_kv, c.head_dim);
+  return select_forward_spec(p);
+}
+
+// The wgmma kernel's shape for a spec of that family.
+WgmmaForwardShape shape_of(const ForwardSpec& spec, int head_dim) {
+  return {head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages, spec.persistent};
+}
+
 }  // namespace
 
 TEST_CASE("the default forward on sm_90a is the wgmma family where it serves, mma elsewhere") {
@@ -194,25 +210,16 @@ TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buf
   Stream stream;
   for (const Shape& s : kShapes)
     for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
-      ForwardParams p;
-      p.dtype = DType::kBFloat16, p.head_dim = s.head_dim, p.mask = mask, p.batch = 3, p.heads_q = 8,
-      p.heads_kv = 2;
-      p.seqlen_q = s.seqlen_q, p.seqlen_kv = s.seqlen_kv, p.config = s.tile;
-      alignas(16) static unsigned char dummy[16];
-      p.q = p.o = TensorRef::bnhd(dummy, p.seqlen_q, 8, s.head_dim);
-      p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 2, s.head_dim);
-      const ForwardSpec spec = select_forward_spec(p);
-      REQUIRE(spec.family->name == "wgmma");
-      const WgmmaForwardShape shape{s.head_dim,      spec.tile.block_m, spec.tile.block_n,
-                                    spec.tile.warps, spec.tile.stages,  spec.persistent};
-      if (mask != MaskKind::kNone) {
-        REQUIRE(spec.persistent);
-        CHECK_MESSAGE(shape.q_slots() == 1, "d=" << s.head_dim);
-      }
       ForwardCase c;
       c.dtype = DType::kBFloat16, c.head_dim = s.head_dim, c.mask = mask, c.config = s.tile;
       c.batch = 3, c.heads_q = 8, c.heads_kv = 2, c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
       c.seed = 61 + s.head_dim;
+      const ForwardSpec spec = spec_of(c);
+      REQUIRE(spec.family->name == "wgmma");
+      if (mask != MaskKind::kNone) {
+        REQUIRE(spec.persistent);
+        CHECK_MESSAGE(shape_of(spec, s.head_dim).q_slots() == 1, "d=" << s.head_dim);
+      }
       check(c);
       c.stream = stream.handle();
       flashrtc::testing::check_graph_replays_eager(c);
@@ -257,9 +264,7 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
       p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 1, s.head_dim);
       const ForwardSpec spec = select_forward_spec(p);
       REQUIRE(spec.family->name == "wgmma");
-      REQUIRE(WgmmaForwardShape{s.head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps,
-                                spec.tile.stages, spec.persistent}
-                  .splits_last_round(0));
+      REQUIRE(shape_of(spec, s.head_dim).splits_last_round(0));
       const int m_blocks = static_cast<int>((s.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
       int heads_kv = -s.extra;
       if (s.extra > 0) {
@@ -313,9 +318,7 @@ TEST_CASE("wgmma: split calls on two streams at once finish, each with the singl
   p.v = TensorRef::bnhd(v.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
   p.o = p.q;  // for the spec only: each call below writes its own output
   const ForwardSpec spec = select_forward_spec(p);
-  REQUIRE(WgmmaForwardShape{128, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages,
-                            spec.persistent}
-              .splits_last_round(0));
+  REQUIRE(shape_of(spec, 128).splits_last_round(0));
 
   constexpr int kCalls = 6;
   std::vector<DeviceBuffer> outputs;

@@ -141,8 +141,8 @@ KernelFamily describe() {
        "spread); 128x144 lost 2-6% up to 1k keys (rescale_branch_synccheck.md)"},
       {192,
        {{{128, 112, 12, 2}, 0, 2048}, {{128, 64, 12, 2}}},
-       "d=192 causal up to 1k keys: 128x64, whose first groups skip the diagonal's last key tile, and O through "
-       "K / V: bf16 on an H200 +13.7% at 512 keys and +6.3% at 1k over 128x112, 0.0% at 2k "
+       "d=192 causal up to 1k keys: 128x64, whose first group skips the diagonal's last key tile and which "
+       "holds two Q slots: bf16 on an H200 +13.7% at 512 keys and +6.3% at 1k over 128x112, 0.0% at 2k "
        "(docs/measurements/issue9/o_in_kv.md)",
        {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}},
       {192,
