@@ -132,6 +132,15 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // (docs/measurements/issue9/softmax_under_pv.md).
   constexpr bool kSoftmaxUnderPV = !kPingPong && kConsumers <= 3;
 
+  // Under a causal mask the producer loads K a key tile ahead of V (a consumer reads K(i) a step before V(i),
+  // so K(i + 1) need not queue behind V(i)'s empty buffer), and on two consumer groups a step's Q K^T goes out
+  // before the wait for the previous V. On an H200, bf16, causal 512-2k keys: +0.5 to +1.5% at d = 96-256
+  // (d = 160 -1% at 512), +2.8 to +3.2% at d = 224, +1.3% at d = 64 512 (docs/measurements/issue9/k_ahead.md).
+  // Not without a mask: d = 256 there lost 1-2% from 2k keys, d = 128 (128x128) 1% at 2k. Three and four
+  // groups wait for both before their products: their Q K^T ahead of the V wait lost 4-10% (192x128 at d = 64,
+  // 2k keys and more).
+  constexpr bool kKAhead = kMask != kernel::Mask::kNone;
+  constexpr bool kWaitVUnderQK = kKAhead && kConsumers == 2;
   const int tid = threadIdx.x;
   // The warp group, read through a shuffle where ptxas should know it is warp-uniform: what derives from it
   // (under a causal mask on the persistent grid, the ring position of groups that skip key tiles) then stays
@@ -191,11 +200,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                           block.batch);
           }
         };
-        // Key tile i of the visit (at key n0), Q after the first K tile.
-        const auto load_kv = [&](int i, int n0, bool first) {
-          const int stage = kv_loads % kStages;
-          const unsigned phase = (kv_loads / kStages) & 1;
-          // The first load into the stage where an earlier tile's O was left waits for its store.
+        // The K (load_k) or V (load_v) tile at key n0 into ring position `pos`.
+        const auto load_k = [&](int pos, int n0) {
+          const int stage = pos % kStages;
+          // The first load into the stage where an earlier tile's O was left waits for its store (K comes
+          // before V at every position).
           if constexpr (kOInKV) {
             const unsigned wait = (o_waits >> (2 * stage)) & 3u;
             if (wait != 0) {
@@ -203,27 +212,36 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
               o_waits &= ~(3u << (2 * stage));
             }
           }
-          mbarrier_wait(k_empty(stage), phase ^ 1);
+          mbarrier_wait(k_empty(stage), ((pos / kStages) & 1) ^ 1);
           mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
 #pragma unroll 1
           for (int panel = 0; panel < kPanels; ++panel)
             tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
                         panel * kPanelElements, n0, block.kv_head, block.batch);
-          // Q waits for the previous tile's epilogue: after the first K tile, which need not.
-          if (first) load_q();
-          mbarrier_wait(v_empty(stage), phase ^ 1);
+        };
+        const auto load_v = [&](int pos, int n0) {
+          const int stage = pos % kStages;
+          mbarrier_wait(v_empty(stage), ((pos / kStages) & 1) ^ 1);
           mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
 #pragma unroll 1
           for (int panel = 0; panel < kPanels; ++panel)
             tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
                         panel * kPanelElements, n0, block.kv_head, block.batch);
-          ++kv_loads;
         };
-        // The unit's key tiles in visiting order: all of them, or a split tile's piece.
+        // The unit's key tiles in visiting order: all of them, or a split tile's piece. Q goes after the first
+        // K tile (Q waits for the previous tile's epilogue, which K need not); under kKAhead K(i + 1) goes
+        // before V(i), else K(i) and V(i) go together.
         const int first = kSplits ? w.key_begin : 0;
         const int end = kSplits ? min(w.key_end, block.num_n_blocks) : block.num_n_blocks;
-        if (first == end) load_q();
-        for (int i = first; i < end; ++i) load_kv(i, (block.num_n_blocks - 1 - i) * kBlockN, i == first);
+        const auto key_n0 = [&](int i) { return (block.num_n_blocks - 1 - i) * kBlockN; };
+        const int base = kv_loads - first;  // key tile i goes to ring position base + i
+        if (first < end) load_k(base + first, key_n0(first));
+        load_q();
+        for (int i = first; i < end; ++i) {
+          if (kKAhead ? i + 1 < end : i > first) load_k(base + i + kKAhead, key_n0(i + kKAhead));
+          load_v(base + i, key_n0(i));
+        }
+        kv_loads += end - first;
         if constexpr (kOInKV)
           if (first < end) {
             o_waits |= (2u | (o_tiles & 1u)) << (2 * ((kv_loads - 1) % kStages));
@@ -453,9 +471,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const int stage = stage_of(i);
         const int prev = stage_of(i - 1);
         mbarrier_wait(k_full(stage), phase_of(i));
-        mbarrier_wait(v_full(prev), phase_of(i - 1));
+        if constexpr (!kWaitVUnderQK) mbarrier_wait(v_full(prev), phase_of(i - 1));
         wait_turn();
         issue_qk(stage);
+        if constexpr (kWaitVUnderQK) mbarrier_wait(v_full(prev), phase_of(i - 1));
         issue_pv(prev);
         pass_turn();
         wgmma_wait<1>();  // S is done; P V may still run
