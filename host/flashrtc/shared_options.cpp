@@ -25,7 +25,9 @@ void TileOptions::add_to(CLI::App& app) {
   app.add_option("--block-m", block_m, std::string("query rows per thread block") + base);
   app.add_option("--block-n", block_n, "key rows per pipeline stage (same base)");
   app.add_option("--warps", warps, "warps per thread block (same base)");
-  app.add_option("--stages", stages, "K/V tiles resident in shared memory, 1 or 2 (same base)");
+  app.add_option("--stages", stages,
+                 "K/V tiles resident in shared memory, as many as the kernel family takes (`tune --dry-run` "
+                 "lists its space; same base)");
 }
 
 ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& target) const {
