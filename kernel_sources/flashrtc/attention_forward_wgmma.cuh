@@ -234,14 +234,24 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const int first = kSplits ? w.key_begin : 0;
         const int end = kSplits ? min(w.key_end, block.num_n_blocks) : block.num_n_blocks;
         const auto key_n0 = [&](int i) { return (block.num_n_blocks - 1 - i) * kBlockN; };
-        const int base = kv_loads - first;  // key tile i goes to ring position base + i
-        if (first < end) load_k(base + first, key_n0(first));
-        load_q();
-        for (int i = first; i < end; ++i) {
-          if (kKAhead ? i + 1 < end : i > first) load_k(base + i + kKAhead, key_n0(i + kKAhead));
-          load_v(base + i, key_n0(i));
+        if constexpr (kKAhead) {
+          const int base = kv_loads - first;  // key tile i goes to ring position base + i
+          if (first < end) load_k(base + first, key_n0(first));
+          load_q();
+          for (int i = first; i < end; ++i) {
+            if (i + 1 < end) load_k(base + i + 1, key_n0(i + 1));
+            load_v(base + i, key_n0(i));
+          }
+          kv_loads += end - first;
+        } else {
+          if (first == end) load_q();
+          for (int i = first; i < end; ++i) {
+            load_k(kv_loads, key_n0(i));
+            if (i == first) load_q();
+            load_v(kv_loads, key_n0(i));
+            ++kv_loads;
+          }
         }
-        kv_loads += end - first;
         if constexpr (kOInKV)
           if (first < end) {
             o_waits |= (2u | (o_tiles & 1u)) << (2 * ((kv_loads - 1) % kStages));
