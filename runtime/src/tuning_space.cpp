@@ -135,6 +135,15 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   return quick;
 }
 
+std::vector<int> warm_head_dims(const KernelFamily& family) {
+  std::vector<int> dims = {32, 64, 96, 128, 256};
+  for (const KernelFamily::DefaultRow& row : family.defaults) dims.push_back(row.max_head_dim);
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [&](int d) { return !family.serves_head_dim(d); }), dims.end());
+  return dims;
+}
+
 std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned) {
   const std::size_t smem = assumed_sm_limits(arch).smem_per_block_bytes;
   std::vector<ForwardSpec> specs;
@@ -152,8 +161,7 @@ std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_t
     if (!family->arch_mismatch(arch).empty()) continue;
     const bool masked = family->takes(TemplateArg::kMask);
     for (DType dtype : family->dtypes)
-      for (int head_dim : {32, 64, 96, 128, 256}) {
-        if (!family->serves_head_dim(head_dim)) continue;
+      for (int head_dim : warm_head_dims(*family)) {
         for (MaskKind mask : kMaskKinds) {
           if (!masked && mask != MaskKind::kNone) continue;
           for (const ForwardSpec& spec : family->default_specs(dtype, head_dim, mask, smem, arch)) add(spec);

@@ -157,10 +157,9 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   for (const KernelFamily* family : kernel_families())
     if (family->operation == Operation::kForward && family->arch_mismatch("sm_90a").empty())
       for (DType dtype : family->dtypes)
-        for (int head_dim : {32, 64, 96, 128, 256})
-          if (family->serves_head_dim(head_dim))
-            for (MaskKind mask : kMaskKinds)
-              expected += family->default_specs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
+        for (int head_dim : warm_head_dims(*family))
+          for (MaskKind mask : kMaskKinds)
+            expected += family->default_specs(dtype, head_dim, mask, kSmemBytesSm90, "sm_90a").size();
   CHECK(defaults.size() == expected);
   // The Hopper family's grid: persistent for every call; at d=128 128x128 below 4096 keys, from there 192x80
   // (three consumer groups) without a mask and 128x160 under a causal one.
@@ -191,6 +190,18 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
              s.tile == tile;
     });
   };
+  // The Hopper family's rows between d = 128 and 256 are warmed too, not only the five usual head dims.
+  CHECK(warm_head_dims(*wgmma) == std::vector<int>{64, 96, 128, 160, 192, 224, 256});
+  const auto warmed_at = [&](int head_dim, MaskKind mask, const TileConfig& tile) {
+    return std::any_of(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
+      return s.family == wgmma && s.dtype == DType::kBFloat16 && s.head_dim == head_dim && s.mask == mask &&
+             s.tile == tile;
+    });
+  };
+  CHECK(warmed_at(160, MaskKind::kNone, {128, 128, 12, 2}));
+  CHECK(warmed_at(192, MaskKind::kCausalTopLeft, {128, 64, 12, 2}));
+  CHECK(warmed_at(192, MaskKind::kCausalTopLeft, {128, 112, 12, 2}));
+  CHECK(warmed_at(224, MaskKind::kNone, {128, 96, 12, 2}));
   CHECK(is_default(MaskKind::kNone, {128, 80, 12, 2}));
   CHECK_FALSE(is_default(MaskKind::kNone, {128, 64, 12, 2}));
   for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {

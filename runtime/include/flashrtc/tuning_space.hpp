@@ -61,8 +61,12 @@ FLASHRTC_API std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim
                                                        std::int64_t seqlen_kv, TuneSpace space,
                                                        const SmLimits& limits);
 
+/// The head dims `flashrtc compile --all` warms for a family: 32, 64, 96, 128, 256 and each default row's bound
+/// (the Hopper family's rows for d = 160-224), those the family serves, ascending.
+FLASHRTC_API std::vector<int> warm_head_dims(const KernelFamily& family);
+
 /// What `flashrtc compile --all` warms for arch: for every family that runs on arch (forward and backward
-/// kernels alike), every dtype it takes x head dim {32, 64, 96, 128, 256} x mask (once for a kernel without
+/// kernels alike), every dtype it takes x head dim of warm_head_dims x mask (once for a kernel without
 /// a mask argument) with the mask's default tile for arch's shared memory (and the short-key-sequence default
 /// where it differs), then every tuned entry of the tuning database for arch and this NVRTC version (unless
 /// with_tuned is false), without duplicates; the defaults come first.
