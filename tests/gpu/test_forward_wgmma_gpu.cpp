@@ -47,8 +47,8 @@ ForwardSpec spec_of(const ForwardCase& c) {
 }
 
 // The wgmma kernel's shape for a spec of that family.
-WgmmaForwardShape shape_of(const ForwardSpec& spec, int head_dim) {
-  return {head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages, spec.persistent};
+WgmmaForwardShape shape_of(const ForwardSpec& spec) {
+  return {spec.head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages, spec.persistent};
 }
 
 }  // namespace
@@ -218,7 +218,7 @@ TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buf
       REQUIRE(spec.family->name == "wgmma");
       if (mask != MaskKind::kNone) {
         REQUIRE(spec.persistent);
-        CHECK_MESSAGE(shape_of(spec, s.head_dim).q_slots() == 1, "d=" << s.head_dim);
+        CHECK_MESSAGE(shape_of(spec).q_slots() == 1, "d=" << s.head_dim);
       }
       check(c);
       c.stream = stream.handle();
@@ -264,7 +264,7 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
       p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 1, s.head_dim);
       const ForwardSpec spec = select_forward_spec(p);
       REQUIRE(spec.family->name == "wgmma");
-      REQUIRE(shape_of(spec, s.head_dim).splits_last_round(0));
+      REQUIRE(shape_of(spec).splits_last_round(0));
       const int m_blocks = static_cast<int>((s.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
       int heads_kv = -s.extra;
       if (s.extra > 0) {
@@ -318,7 +318,7 @@ TEST_CASE("wgmma: split calls on two streams at once finish, each with the singl
   p.v = TensorRef::bnhd(v.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
   p.o = p.q;  // for the spec only: each call below writes its own output
   const ForwardSpec spec = select_forward_spec(p);
-  REQUIRE(shape_of(spec, 128).splits_last_round(0));
+  REQUIRE(shape_of(spec).splits_last_round(0));
 
   constexpr int kCalls = 6;
   std::vector<DeviceBuffer> outputs;
