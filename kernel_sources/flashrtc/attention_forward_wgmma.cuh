@@ -200,7 +200,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                           block.batch);
           }
         };
-        // The K (load_k) or V (load_v) tile at key n0 into ring position `pos`.
+        // The K (load_k) or V (load_v) tile at key n0 into ring position `pos`, once the stage's previous
+        // tile has been read.
+        const auto load_kv = [&](const TmaDescriptor& map, unsigned tiles_smem, unsigned full, unsigned empty,
+                                 int pos, int n0) {
+          mbarrier_wait(empty, ((pos / kStages) & 1) ^ 1);
+          mbarrier_arrive_expect_tx(full, kKVBytes);
+#pragma unroll 1
+          for (int panel = 0; panel < kPanels; ++panel)
+            tma_load_4d(tiles_smem + (pos % kStages) * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes,
+                        map, full, panel * kPanelElements, n0, block.kv_head, block.batch);
+        };
         const auto load_k = [&](int pos, int n0) {
           const int stage = pos % kStages;
           // The first load into the stage where an earlier tile's O was left waits for its store (K comes
@@ -212,21 +222,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
               o_waits &= ~(3u << (2 * stage));
             }
           }
-          mbarrier_wait(k_empty(stage), ((pos / kStages) & 1) ^ 1);
-          mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
-#pragma unroll 1
-          for (int panel = 0; panel < kPanels; ++panel)
-            tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map, k_full(stage),
-                        panel * kPanelElements, n0, block.kv_head, block.batch);
+          load_kv(k_map, k_smem, k_full(stage), k_empty(stage), pos, n0);
         };
         const auto load_v = [&](int pos, int n0) {
-          const int stage = pos % kStages;
-          mbarrier_wait(v_empty(stage), ((pos / kStages) & 1) ^ 1);
-          mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
-#pragma unroll 1
-          for (int panel = 0; panel < kPanels; ++panel)
-            tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map, v_full(stage),
-                        panel * kPanelElements, n0, block.kv_head, block.batch);
+          load_kv(v_map, v_smem, v_full(pos % kStages), v_empty(pos % kStages), pos, n0);
         };
         // The unit's key tiles in visiting order: all of them, or a split tile's piece. Q goes after the first
         // K tile (Q waits for the previous tile's epilogue, which K need not); under kKAhead K(i + 1) goes
