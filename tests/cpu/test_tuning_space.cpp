@@ -182,31 +182,25 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
     CHECK(hopper_warmed(mask, {128, 128, 12, 2}, false) == 0);
     CHECK(hopper_warmed(mask, {192, 80, 16, 3}, true) == 0);
   }
-  // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.
   const KernelFamily* wgmma = find_kernel_family("wgmma");
-  const auto is_default = [&](MaskKind mask, const TileConfig& tile) {
-    return std::any_of(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
-      return s.family == wgmma && s.dtype == DType::kBFloat16 && s.head_dim == 256 && s.mask == mask &&
-             s.tile == tile;
-    });
-  };
-  // The Hopper family's rows between d = 128 and 256 are warmed too, not only the five usual head dims.
-  CHECK(warm_head_dims(*wgmma) == std::vector<int>{64, 96, 128, 160, 192, 224, 256});
   const auto warmed_at = [&](int head_dim, MaskKind mask, const TileConfig& tile) {
     return std::any_of(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
       return s.family == wgmma && s.dtype == DType::kBFloat16 && s.head_dim == head_dim && s.mask == mask &&
              s.tile == tile;
     });
   };
+  // The Hopper family's rows between d = 128 and 256 are warmed too, not only the five usual head dims.
+  CHECK(warm_head_dims(*wgmma) == std::vector<int>{64, 96, 128, 160, 192, 224, 256});
   CHECK(warmed_at(160, MaskKind::kNone, {128, 128, 12, 2}));
   CHECK(warmed_at(192, MaskKind::kCausalTopLeft, {128, 64, 12, 2}));
   CHECK(warmed_at(192, MaskKind::kCausalTopLeft, {128, 112, 12, 2}));
   CHECK(warmed_at(224, MaskKind::kNone, {128, 96, 12, 2}));
-  CHECK(is_default(MaskKind::kNone, {128, 80, 12, 2}));
-  CHECK_FALSE(is_default(MaskKind::kNone, {128, 64, 12, 2}));
+  // d=256 on the Hopper family: 128x80 is warmed without a mask only, 128x64 under the causal masks only.
+  CHECK(warmed_at(256, MaskKind::kNone, {128, 80, 12, 2}));
+  CHECK_FALSE(warmed_at(256, MaskKind::kNone, {128, 64, 12, 2}));
   for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
-    CHECK(is_default(mask, {128, 64, 12, 2}));
-    CHECK_FALSE(is_default(mask, {128, 80, 12, 2}));
+    CHECK(warmed_at(256, mask, {128, 64, 12, 2}));
+    CHECK_FALSE(warmed_at(256, mask, {128, 80, 12, 2}));
   }
   // d=64 without a mask: four consumer groups (256x64) up to 1k keys, 192x128 from there and for unknown lengths.
   const auto d64_unmasked = [&](std::int64_t keys) {
