@@ -58,7 +58,8 @@ tile = ",".join(f"{f}={main['config'][f]}" for f in ("block_m", "block_n", "warp
 assert main["source"] == "tuned" and main["family"] == sys.argv[3] and tile == sys.argv[2], (main, sys.argv[2])
 PY
 # The forward of the same call has a key of its own: the backward's tune leaves it alone.
-"$flashrtc" config "${shape[@]}" | grep -q '^source:     default ' || fail "the forward picked up the backward's entry"
+"$flashrtc" config "${shape[@]}" | tee "$work/config_fwd.out"
+grep -q '^source:     default ' "$work/config_fwd.out" || fail "the forward picked up the backward's entry"
 
 # A third: bench --op bwd launches the tuned tile (its JSON row names the main kernel's tile).
 "$flashrtc" bench --op bwd --shape 2,8,512,64 --dtype bf16 --mask causal --iters 5 --json >"$work/bench.jsonl"

@@ -48,8 +48,6 @@ grep -q 'not drawn' "$work/bench.err" || fail "bench --plot without a plotter di
 [ -s "$work/bench.png.gp" ] && [ -s "$work/bench.png.dat" ] || fail "bench --plot left no script and data"
 
 # FLASHRTC_CONFIG wins over the database (here it names the same tile, so it is valid for any family).
-FLASHRTC_CONFIG="$winner" "$flashrtc" config "${shape[@]}" >"$work/config_env.out" 2>&1 ||
-  { cat "$work/config_env.out"; fail "flashrtc config with FLASHRTC_CONFIG failed"; }
-grep -q '^source:     environment ' "$work/config_env.out" ||
-  { cat "$work/config_env.out"; fail "FLASHRTC_CONFIG does not win over the tuned entry"; }
+FLASHRTC_CONFIG="$winner" "$flashrtc" config "${shape[@]}" | tee "$work/config_env.out"
+grep -q '^source:     environment ' "$work/config_env.out" || fail "FLASHRTC_CONFIG does not win over the tuned entry"
 echo "PASS: tune -> database -> config and run in new processes ($winner)"
