@@ -14,12 +14,12 @@ int main() {
     if (!flashrtc::device_available()) {
       std::printf("no GPU (%s); compiling for sm_90a instead\n",
                   flashrtc::device_unavailable_reason().c_str());
-      flashrtc::ForwardSpec spec;
+      flashrtc::KernelSpec spec;
       spec.dtype = flashrtc::DType::kBFloat16;
       spec.head_dim = 128;
       spec.mask = flashrtc::MaskKind::kCausalTopLeft;
       spec.tile = flashrtc::default_forward_config(spec.dtype, spec.head_dim, spec.mask);
-      const flashrtc::CompiledKernelInfo info = flashrtc::compile_forward(spec, "sm_90a");
+      const flashrtc::CompiledKernelInfo info = flashrtc::compile_kernel(spec, "sm_90a");
       std::printf("%s: %d registers, %d bytes spilled (%s)\n", info.name_expression.c_str(),
                   info.resources.registers, info.resources.spill_store_bytes,
                   flashrtc::to_string(info.source));

@@ -1,5 +1,5 @@
 #pragma once
-// The points `flashrtc bench` measures: the standard grid of PERF.md or explicit shapes, crossed with
+// The points `flashrtc bench` measures: the standard grid or explicit shapes, crossed with
 // dtypes and masks. Pure arithmetic on shapes, so the plan can be printed and tested without a GPU.
 #include <cstdint>
 #include <string>
@@ -19,7 +19,7 @@ struct BenchPoint {
   BenchShape shape;
 };
 
-/// PERF.md's standard grid: 16k tokens per batch (B = 16384 / N) and model dim 2048 (H = 2048 / d), both
+/// The standard grid (docs/PERFORMANCE.md): 16k tokens per batch (B = 16384 / N) and model dim 2048 (H = 2048 / d), both
 /// rounded down and at least 1 (d = 96 gives H = 21, the FlashAttention benchmarks' choice). Ordered by
 /// head dim, then seqlen, as the peers' script orders them.
 inline constexpr std::int64_t kGridTokens = 16384;

@@ -1,4 +1,4 @@
-// `flashrtc bench`: forward attention over PERF.md's standard grid (or given shapes), timed by its
+// `flashrtc bench`: forward attention over the standard grid (or given shapes), timed by its
 // protocol: kernels compiled and warmed first, fresh random normal inputs, the L2 cache evicted before each
 // timed launch, CUDA-event median, TFLOP/s = 4 B H Nq Nk d (halved when causal) / median.
 #include <algorithm>
@@ -37,7 +37,7 @@ struct BenchOptions {
   std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
-  std::string op = "fwd";      // or "bwd": the backward of each point (PERF.md: 2.5 x the forward's FLOPs)
+  std::string op = "fwd";      // or "bwd": the backward of each point (2.5 x the forward's FLOPs: five products against two)
   bool deterministic = false;  // bwd: BackwardParams::deterministic
   std::uint64_t seed = 1;
   TileOptions tile;
@@ -116,7 +116,7 @@ class Report {
                 "median ms", "min ms", "TFLOP/s");
   }
 
-  void row(const BenchPoint& point, const ForwardParams& p, const ForwardSpec& spec,
+  void row(const BenchPoint& point, const ForwardParams& p, const KernelSpec& spec,
            const std::optional<Measurement>& m) const {
     const BenchShape& s = point.shape;
     const double flops = op_ == "bwd" ? attention_backward_flops(backward_of(p)) : attention_flops(p);
@@ -181,10 +181,10 @@ class Report {
 
 // Every point checked, and its specialization chosen for target, before any device work: a bad --shape
 // fails with exit 2 on any machine, naming the point.
-std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
+std::vector<KernelSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
                                     const TileOptions& tile, const DeviceTarget& target,
                                     const std::string& op) {
-  std::vector<ForwardSpec> specs;
+  std::vector<KernelSpec> specs;
   for (const BenchPoint& point : points) {
     try {
       const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
@@ -204,7 +204,7 @@ std::vector<ForwardSpec> plan_specs(const std::vector<BenchPoint>& points, Layou
 // One point: fresh inputs, compile outside the timing, warm-up, then `iters` launches queued back to back,
 // each between its own pair of events and after an asynchronous L2 eviction, so the GPU never waits for the
 // host inside a timed interval (do_bench's protocol).
-Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string& arch, const BenchOptions& o,
+Measurement measure(ForwardParams p, const KernelSpec& spec, const std::string& arch, const BenchOptions& o,
                     std::uint64_t seed, DeviceBuffer& q, DeviceBuffer& k, DeviceBuffer& v,
                     DeviceBuffer* l2_flush, std::vector<unsigned char>& staging) {
   const std::int64_t q_count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
@@ -220,7 +220,7 @@ Measurement measure(ForwardParams p, const ForwardSpec& spec, const std::string&
   device_synchronize();
 
   Measurement m;
-  const CompiledKernelInfo kernel = compile_forward(spec, arch);
+  const CompiledKernelInfo kernel = compile_kernel(spec, arch);
   m.compile_ms = kernel.compile_ms;
   m.source = kernel.source;
 
@@ -270,7 +270,7 @@ int execute_bench(const BenchOptions& o) {
   const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
   std::string target_text;
-  const std::vector<ForwardSpec> specs =
+  const std::vector<KernelSpec> specs =
       plan_specs(points, layout, o.tile, o.target.target(&target_text), o.op);
   const auto explicit_tile = [&](std::size_t i) {
     return o.tile.any() ? std::optional<TileConfig>(specs[i].tile) : std::nullopt;
@@ -348,7 +348,7 @@ int execute_bench(const BenchOptions& o) {
 Command add_bench_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "bench",
-      "time the forward (--op bwd: the backward) over PERF.md's standard grid (16k tokens, model dim 2048) "
+      "time the forward (--op bwd: the backward) over the standard grid (16k tokens, model dim 2048) "
       "or --shape: "
       "CUDA-event median, TFLOP/s");
   auto o = std::make_shared<BenchOptions>();

@@ -29,7 +29,7 @@ struct CompileOptions {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
 
-void print_details(const ForwardSpec& spec, const ConfigResolution& resolution,
+void print_details(const KernelSpec& spec, const ConfigResolution& resolution,
                    const CompiledKernelInfo& info) {
   const ResourceReport& r = info.resources;
   const std::size_t smem = family_of(spec).smem_bytes(spec);
@@ -75,7 +75,7 @@ std::string header_text() {
 
 // counter: "3/51", the row's place in the whole list; over_margin marks the registers with a '!'. A kernel
 // whose wgmma ptxas serialized says so after its family.
-std::string row_text(const std::string& counter, const ForwardSpec& spec, const CompiledKernelInfo& info,
+std::string row_text(const std::string& counter, const KernelSpec& spec, const CompiledKernelInfo& info,
                      bool over_margin = false) {
   const ResourceReport& r = info.resources;
   const auto text = [](auto value) { return std::to_string(value); };
@@ -92,7 +92,7 @@ std::string row_text(const std::string& counter, const ForwardSpec& spec, const 
                   (family_of(spec).name + (r.wgmma_serialized ? "  wgmma serialized" : "")).c_str());
 }
 
-std::string failed_row_text(const std::string& counter, const ForwardSpec& spec) {
+std::string failed_row_text(const std::string& counter, const KernelSpec& spec) {
   char line[256];
   std::snprintf(line, sizeof(line), "%9s %-5s %4d %-10s FAILED (see below)", counter.c_str(),
                 std::string(to_string(spec.dtype)).c_str(), spec.head_dim,
@@ -101,7 +101,7 @@ std::string failed_row_text(const std::string& counter, const ForwardSpec& spec)
 }
 
 // The compiled kernel and the dynamic shared memory its launch asks for.
-Json kernel_json(const ForwardSpec& spec, const CompiledKernelInfo& info) {
+Json kernel_json(const KernelSpec& spec, const CompiledKernelInfo& info) {
   Json kernel = info;
   kernel["dynamic_smem_bytes"] = family_of(spec).smem_bytes(spec);
   return kernel;
@@ -109,7 +109,7 @@ Json kernel_json(const ForwardSpec& spec, const CompiledKernelInfo& info) {
 
 // One specialization of compile --all: {"n", "total", "specialization", "kernel"} or, when it failed,
 // {"n", "total", "specialization", "error": {"kind", "message"}}.
-Json row_json(std::size_t n, std::size_t total, const ForwardSpec& spec, const CompiledKernelInfo* info,
+Json row_json(std::size_t n, std::size_t total, const KernelSpec& spec, const CompiledKernelInfo* info,
               const std::exception* error) {
   Json row{{"n", n}, {"total", total}, {"specialization", spec}};
   if (info) row["kernel"] = kernel_json(spec, *info);
@@ -126,8 +126,8 @@ Json row_json(std::size_t n, std::size_t total, const ForwardSpec& spec, const C
 // instead, a row each and the summary last.
 int compile_all(const std::string& arch, unsigned jobs, bool json) {
   // The defaults for arch's shared memory, then the tiles tuned for arch: what a deployment's calls use.
-  const std::vector<ForwardSpec> specs = warm_forward_specs(arch);
-  const std::size_t defaults = warm_forward_specs(arch, false).size();
+  const std::vector<KernelSpec> specs = warm_specs(arch);
+  const std::size_t defaults = warm_specs(arch, false).size();
   if (!json) {
     std::printf("specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
                 specs.size() - defaults, tuning_db_path().string().c_str());
@@ -144,12 +144,12 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
   for (unsigned j = 0; j < std::min<std::size_t>(jobs, specs.size()); ++j)
     workers.emplace_back([&] {
       for (std::size_t i = next++; i < specs.size(); i = next++) {
-        const ForwardSpec& spec = specs[i];
+        const KernelSpec& spec = specs[i];
         const std::string what = std::string(to_string(spec.dtype)) + " d=" + std::to_string(spec.head_dim) +
                                  " " + std::string(to_string(spec.mask)) + " " + to_string(spec.tile);
         bool compiled = true;
         try {
-          promises[i].set_value(compile_forward(spec, arch));
+          promises[i].set_value(compile_kernel(spec, arch));
         } catch (...) {
           promises[i].set_exception(std::current_exception());
           compiled = false;
@@ -240,8 +240,8 @@ int execute_compile(const CompileOptions& options) {
   if (!options.seqlen) target.gpu_name.clear();
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
-  const ForwardSpec spec = call_kernel_spec(query, resolution);
-  const CompiledKernelInfo info = compile_forward(spec, arch);
+  const KernelSpec spec = call_kernel_spec(query, resolution);
+  const CompiledKernelInfo info = compile_kernel(spec, arch);
   if (options.json) {
     print_json_document(
         Json{{"specialization", spec}, {"resolution", resolution}, {"kernel", kernel_json(spec, info)}});

@@ -58,7 +58,7 @@ int execute_config(const ConfigOptions& o) {
               std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
               static_cast<long long>(query.seqlen_kv), r.family->name.c_str());
   for (const std::string& reason : r.family_passed_over) std::printf("passed over: %s\n", reason.c_str());
-  std::printf("kernel:     %s\n", forward_name_expression(spec).c_str());
+  std::printf("kernel:     %s\n", kernel_name_expression(spec).c_str());
   std::printf("device:     %s\n", device.c_str());
   if (r.tuning_key) std::printf("tuning key: %s\n", to_string(*r.tuning_key).c_str());
   if (r.tuned && r.source != ConfigSource::kTuned)

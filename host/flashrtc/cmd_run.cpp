@@ -62,7 +62,7 @@ int execute_run(const RunOptions& options) {
   const ConfigResolution resolution =
       options.tile.resolve(config_query(p), current_device_target().value_or(no_device_target()));
   if (options.tile.any()) p.config = resolution.config;
-  const ForwardSpec spec = select_forward_spec(p);
+  const KernelSpec spec = select_forward_spec(p);
 
   if (!device_available())
     throw Error(ErrorCode::kNoDevice, "no GPU: " + device_unavailable_reason() +
@@ -86,7 +86,7 @@ int execute_run(const RunOptions& options) {
     std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
                 resolution.why.c_str());
   // Compiling ahead of the first launch keeps NVRTC time out of the launch and shows what was built.
-  const CompiledKernelInfo kernel = compile_forward(spec, arch);
+  const CompiledKernelInfo kernel = compile_kernel(spec, arch);
   if (text) std::printf("kernel:   %s\n", kernel.name_expression.c_str());
   if (text)
     std::printf("          %d registers, spill %d/%d bytes%s, %zu bytes dynamic smem, compile %.1f ms (%s)\n",

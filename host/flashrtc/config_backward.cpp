@@ -63,7 +63,7 @@ void print_backward_config(const ConfigQuery& query, bool deterministic, const T
     q.traits = query.traits;  // the call has no tensors here: the traits are the query's
     // The tile options are the main kernel's, as BackwardParams::config is.
     kernels.push_back(
-        {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_forward_config(q, target)});
+        {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_config(q, target)});
   }
   const std::string& env = runtime_config().config_override;
   const std::size_t entries = tuning_db_entries().size();

@@ -31,7 +31,7 @@ void TileOptions::add_to(CLI::App& app) {
 }
 
 ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& target) const {
-  const ConfigResolution base = resolve_forward_config(query, target);
+  const ConfigResolution base = resolve_config(query, target);
   if (!any()) return base;
   TileConfig tile = base.config;
   if (block_m) tile.block_m = *block_m;
@@ -39,7 +39,7 @@ ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& tar
   if (warps) tile.warps = *warps;
   if (stages) tile.stages = *stages;
   query.explicit_config = tile;
-  ConfigResolution r = resolve_forward_config(query, target);
+  ConfigResolution r = resolve_config(query, target);
   r.why = "the fields given on the command line over the " + std::string(to_string(base.source)) + " tile " +
           to_string(base.config) + " (" + base.why + ")";
   return r;

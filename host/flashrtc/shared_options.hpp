@@ -26,7 +26,7 @@ struct TileOptions {
   void add_to(CLI::App& app);
   bool any() const { return block_m || block_n || warps || stages; }
   /// query's tile on target with the given fields replaced; without any, the resolution itself. Throws
-  /// Error as resolve_forward_config does: a malformed FLASHRTC_CONFIG or a tile the family cannot build is
+  /// Error as resolve_config does: a malformed FLASHRTC_CONFIG or a tile the family cannot build is
   /// kInvalidArgument, one that exceeds target's shared memory kUnsupported.
   ConfigResolution resolve(ConfigQuery query, const DeviceTarget& target) const;
 };

@@ -142,16 +142,16 @@ TEST_CASE("attention_backward_flops: 2.5 times the forward's") {
 TEST_CASE("backward calls resolve through the family table, the explicit tile to the main kernel") {
   ConfigQuery q;
   q.dtype = DType::kFloat16, q.head_dim = 128, q.operation = Operation::kBackward;
-  const ConfigResolution main = resolve_forward_config(q, no_device_target());
+  const ConfigResolution main = resolve_config(q, no_device_target());
   CHECK(main.family->name == "bwd-mma");
   CHECK(main.config == main.family->default_config(DType::kFloat16, 128, MaskKind::kNone, kSmemBytesSm80));
   q.explicit_config = TileConfig{16, 32, 2, 1};
-  CHECK(resolve_forward_config(q, no_device_target()).config == *q.explicit_config);
+  CHECK(resolve_config(q, no_device_target()).config == *q.explicit_config);
   q.explicit_config.reset();
   q.operation = Operation::kBackwardDq;
-  CHECK(resolve_forward_config(q, no_device_target()).family->name == "bwd-dq-mma");
+  CHECK(resolve_config(q, no_device_target()).family->name == "bwd-dq-mma");
   q.operation = Operation::kBackwardPrep;
-  CHECK(resolve_forward_config(q, no_device_target()).family->name == "bwd-prep");
+  CHECK(resolve_config(q, no_device_target()).family->name == "bwd-prep");
 }
 
 TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep their own") {
@@ -160,11 +160,11 @@ TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep the
   const test::ConfigOverride scoped(config);
   ConfigQuery q;
   q.dtype = DType::kBFloat16, q.head_dim = 64;
-  CHECK(resolve_forward_config(q, no_device_target()).config.block_n == 96);
+  CHECK(resolve_config(q, no_device_target()).config.block_n == 96);
   for (Operation op : {Operation::kBackward, Operation::kBackwardPrep, Operation::kBackwardDq,
                        Operation::kBackwardDqConvert}) {
     q.operation = op;
-    const ConfigResolution r = resolve_forward_config(q, no_device_target());
+    const ConfigResolution r = resolve_config(q, no_device_target());
     CHECK(r.source == ConfigSource::kDefault);
     CHECK(r.config == r.family->default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm80));
   }

@@ -132,7 +132,7 @@ TEST_CASE(
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       try {
-        jobs[i].info = compile_forward(jobs[i].spec, jobs[i].arch);
+        jobs[i].info = compile_kernel(jobs[i].spec, jobs[i].arch);
       } catch (const std::exception& e) {
         jobs[i].error = e.what();
       }

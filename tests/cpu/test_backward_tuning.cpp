@@ -14,8 +14,8 @@
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/tuning_space.hpp"
-#include "resolution_internal.hpp"
-#include "tuning_db_file.hpp"
+#include "tuning/resolution_internal.hpp"
+#include "tuning/tuning_db_file.hpp"
 
 using namespace flashrtc;
 
@@ -95,7 +95,7 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   const TileConfig fallback =
       main.default_config(DType::kBFloat16, 64, MaskKind::kNone, target.smem_limit_bytes, 3000, "sm_90a");
 
-  ConfigResolution r = resolve_forward_config(config_query(call, Operation::kBackward), target);
+  ConfigResolution r = resolve_config(config_query(call, Operation::kBackward), target);
   CHECK(r.family == &main);
   CHECK(r.source == ConfigSource::kDefault);
   CHECK(r.config == fallback);
@@ -116,7 +116,7 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   detail::forget_loaded_tuning_dbs();  // read back from the file, as a new process does
   REQUIRE(tuning_db_entries().size() == 1);
 
-  r = resolve_forward_config(config_query(call, Operation::kBackward), target);
+  r = resolve_config(config_query(call, Operation::kBackward), target);
   CHECK(r.source == ConfigSource::kTuned);
   CHECK(r.config == tuned);
   CHECK(r.why.rfind("tuning database entry for Test GPU 141GB sm_90a", 0) == 0);
@@ -131,19 +131,19 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   // The pre-pass and the dQ pass have keys of their own; the forward of the same shape too.
   for (Operation op : backward_operations(false)) {
     if (op == Operation::kBackward) continue;
-    const ConfigResolution other_kernel = resolve_forward_config(config_query(call, op), target);
+    const ConfigResolution other_kernel = resolve_config(config_query(call, op), target);
     CHECK(other_kernel.source == ConfigSource::kDefault);
     CHECK(other_kernel.tuning_key->family != "bwd-mma");
   }
   ConfigQuery forward;
   forward.dtype = DType::kBFloat16, forward.head_dim = 64, forward.seqlen_q = forward.seqlen_kv = 3000;
-  CHECK(resolve_forward_config(forward, target).source == ConfigSource::kEnvironment);
-  CHECK(resolve_forward_config(forward, target).tuning_key->family != "bwd-mma");
+  CHECK(resolve_config(forward, target).source == ConfigSource::kEnvironment);
+  CHECK(resolve_config(forward, target).tuning_key->family != "bwd-mma");
 
   // The call's explicit tile is the main kernel's, and wins over the entry (which config still shows).
   BackwardParams with_tile = call;
   with_tile.config = fallback;
-  r = resolve_forward_config(config_query(with_tile, Operation::kBackward), target);
+  r = resolve_config(config_query(with_tile, Operation::kBackward), target);
   CHECK(r.source == ConfigSource::kExplicit);
   CHECK(r.config == fallback);
   CHECK(r.tuned.has_value());
@@ -162,25 +162,25 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
                                                        MaskKind::kNone, 4096, 4096, "bwd-dq-mma"),
                                        *dq_other));
   detail::forget_loaded_tuning_dbs();
-  r = resolve_forward_config(config_query(call, Operation::kBackwardDq), target);
+  r = resolve_config(config_query(call, Operation::kBackwardDq), target);
   CHECK(r.family == &dq);
   CHECK(r.source == ConfigSource::kTuned);
   CHECK(r.config == *dq_other);
-  CHECK(resolve_forward_config(config_query(call, Operation::kBackward), target).config == tuned);
+  CHECK(resolve_config(config_query(call, Operation::kBackward), target).config == tuned);
   BackwardParams with_dq_tile = call;
   with_dq_tile.dq_config = dq_fallback;
   CHECK(config_query(with_dq_tile, Operation::kBackwardDq).explicit_config == dq_fallback);
   CHECK_FALSE(config_query(with_dq_tile, Operation::kBackward).explicit_config.has_value());
-  CHECK(resolve_forward_config(config_query(with_dq_tile, Operation::kBackwardDq), target).source ==
+  CHECK(resolve_config(config_query(with_dq_tile, Operation::kBackwardDq), target).source ==
         ConfigSource::kExplicit);
   CHECK(explicit_tile(with_dq_tile, Operation::kBackwardDq) == &with_dq_tile.dq_config);
   CHECK(explicit_tile(with_dq_tile, Operation::kBackwardPrep) == nullptr);
 
   // Another bucket, another GPU: no entry.
-  CHECK(resolve_forward_config(config_query(backward_call(DType::kBFloat16, 64, 5000), Operation::kBackward),
+  CHECK(resolve_config(config_query(backward_call(DType::kBFloat16, 64, 5000), Operation::kBackward),
                                target)
             .source == ConfigSource::kDefault);
-  CHECK(resolve_forward_config(config_query(call, Operation::kBackward),
+  CHECK(resolve_config(config_query(call, Operation::kBackward),
                                assumed_device_target("Other GPU", "sm_90a"))
             .source == ConfigSource::kDefault);
 }
@@ -198,10 +198,10 @@ TEST_CASE("a tuned backward entry the family can no longer build is skipped with
   record_tuning_entry(test::make_entry(key, stale));
   detail::forget_loaded_tuning_dbs();
   test::LogCapture log;
-  const ConfigResolution r = resolve_forward_config(config_query(call, Operation::kBackward), target);
+  const ConfigResolution r = resolve_config(config_query(call, Operation::kBackward), target);
   CHECK(r.source == ConfigSource::kDefault);
   CHECK(r.why.find("is ignored") != std::string::npos);
-  CHECK(resolve_forward_config(config_query(call, Operation::kBackward), target).source ==
+  CHECK(resolve_config(config_query(call, Operation::kBackward), target).source ==
         ConfigSource::kDefault);
   const auto warnings = log.warnings();
   REQUIRE(warnings.size() == 1);

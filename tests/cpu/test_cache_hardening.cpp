@@ -19,21 +19,21 @@
 #include <thread>
 #include <vector>
 
-#include "cache_entry_layout.hpp"
-#include "cache_scan.hpp"
+#include "cache/artifact_cache.hpp"
+#include "cache/cache_entry_layout.hpp"
+#include "cache/cache_scan.hpp"
+#include "cache/disk_cache.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "compile/ptxas_report.hpp"
 #include "cpu/helpers/compile_artifact.hpp"
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
-#include "disk_cache.hpp"
-#include "family_compile.hpp"
-#include "file_lock.hpp"
+#include "families/family_compile.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "kernel_cache.hpp"
-#include "nvrtc_compiler.hpp"
-#include "ptxas_report.hpp"
+#include "support/file_lock.hpp"
 
 using namespace flashrtc;
 namespace fs = std::filesystem;
@@ -44,7 +44,7 @@ namespace {
 // A small forward request no other call in this process has made (a -D option is part of the key).
 detail::CompileRequest unique_request() {
   static std::atomic<int> counter{0};
-  const ForwardSpec spec{DType::kFloat32, 32, MaskKind::kNone, {16, 16, 2, 1}};
+  const KernelSpec spec{DType::kFloat32, 32, MaskKind::kNone, {16, 16, 2, 1}};
   detail::CompileRequest request = detail::family_compile_request(spec, "sm_80");
   std::ostringstream nonce;
   nonce << "-DFLASHRTC_TEST_NONCE=" << ::getpid() << "_" << counter++ << "_" << std::random_device{}();

@@ -12,16 +12,17 @@
 #include <sstream>
 #include <string>
 
+#include "cache/artifact_cache.hpp"
+#include "cache/cache_scan.hpp"
+#include "cache/disk_cache.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
-#include "cache_scan.hpp"
-#include "disk_cache.hpp"
+#include "families/family_compile.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "family_compile.hpp"
-#include "kernel_cache.hpp"
-#include "nvrtc_compiler.hpp"
+#include "flashrtc/tile_config.hpp"
 
 using namespace flashrtc;
 namespace fs = std::filesystem;
@@ -34,8 +35,8 @@ std::int64_t now_unix() {
 
 // fp32 runs the SIMT family. 16 warps cap a thread at 128 registers (the kernel's launch bounds), and a
 // 128 x 64 tile at d=128 keeps more values live than that: ptxas spills. The default tile does not.
-const ForwardSpec kSpilling{DType::kFloat32, 128, MaskKind::kNone, {128, 64, 16, 1}};
-const ForwardSpec kNormal{DType::kFloat32, 128, MaskKind::kCausalTopLeft,
+const KernelSpec kSpilling{DType::kFloat32, 128, MaskKind::kNone, {128, 64, 16, 1}};
+const KernelSpec kNormal{DType::kFloat32, 128, MaskKind::kCausalTopLeft,
                           default_forward_config(DType::kFloat32, 128, MaskKind::kCausalTopLeft)};
 
 // A small forward request no other call in this process has made: the memory cache misses, so it is
@@ -43,7 +44,7 @@ const ForwardSpec kNormal{DType::kFloat32, 128, MaskKind::kCausalTopLeft,
 detail::CompileRequest unique_request(const std::string& arch = "sm_80") {
   static std::atomic<int> counter{0};
   // fp32: the SIMT family, whose small tiles compile in a fraction of a second.
-  const ForwardSpec spec{DType::kFloat32, 32, MaskKind::kNone, {16, 16, 2, 1}};
+  const KernelSpec spec{DType::kFloat32, 32, MaskKind::kNone, {16, 16, 2, 1}};
   detail::CompileRequest request = detail::family_compile_request(spec, arch);
   std::ostringstream nonce;
   nonce << "-DFLASHRTC_TEST_NONCE=" << ::getpid() << "_" << counter++ << "_" << std::random_device{}();
@@ -66,8 +67,8 @@ TEST_CASE("cache entries: every field of a real entry, spills from ptxas's repor
 
   test::LogCapture log;
   const std::int64_t before = now_unix();
-  const CompiledKernelInfo spilling = compile_forward(kSpilling, "sm_80");
-  const CompiledKernelInfo normal = compile_forward(kNormal, "sm_80");
+  const CompiledKernelInfo spilling = compile_kernel(kSpilling, "sm_80");
+  const CompiledKernelInfo normal = compile_kernel(kNormal, "sm_80");
   INFO("spilling: " << spilling.resources.registers << " registers, spill " << spilling.resources.spill_store_bytes
                     << "/" << spilling.resources.spill_load_bytes);
   REQUIRE(spilling.source == CacheSource::kCompiled);
@@ -75,7 +76,7 @@ TEST_CASE("cache entries: every field of a real entry, spills from ptxas's repor
   REQUIRE_FALSE(normal.resources.spills());
 
   // One warning, for the spilling kernel, naming its key and spill bytes; a second request stays quiet.
-  compile_forward(kSpilling, "sm_80");
+  compile_kernel(kSpilling, "sm_80");
   const auto warnings = log.warnings();
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0].find(spilling.key) != std::string::npos);
@@ -87,7 +88,7 @@ TEST_CASE("cache entries: every field of a real entry, spills from ptxas's repor
   for (const CacheEntry& e : entries) {
     const bool is_spilling = e.key == spilling.key;
     const CompiledKernelInfo& info = is_spilling ? spilling : normal;
-    const ForwardSpec& spec = is_spilling ? kSpilling : kNormal;
+    const KernelSpec& spec = is_spilling ? kSpilling : kNormal;
     INFO(e.key);
     CHECK(e.problem == "");
     CHECK(e.key == info.key);

@@ -14,6 +14,7 @@
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
+#include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 
 using namespace flashrtc;

@@ -17,13 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "cache_entry_layout.hpp"
+#include "cache/cache_entry_layout.hpp"
 #include "cpu/helpers/cli_process.hpp"
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/device.hpp"
+#include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
 
@@ -323,11 +324,11 @@ TEST_CASE("flashrtc compile --all warms the tuned tiles too; FLASHRTC_REQUIRE_CA
   // compiling anything.
   Result r = box.run({"compile", "--all", "--arch", "sm_90a", "-j", "2"}, strict);
   CHECK(r.exit_code == 3);
-  CHECK(r.out.find(std::to_string(warm_forward_specs("sm_90a", false).size()) + " defaults, 1 tuned") !=
+  CHECK(r.out.find(std::to_string(warm_specs("sm_90a", false).size()) + " defaults, 1 tuned") !=
         std::string::npos);
   CHECK(r.out.find("fp32    80 causal-br  FAILED") != std::string::npos);
   // Every row counts itself against the total, and one summary line closes the table.
-  const std::string total = std::to_string(warm_forward_specs("sm_90a").size());
+  const std::string total = std::to_string(warm_specs("sm_90a").size());
   CHECK(r.out.find("\n" + std::string(9 - 2 - total.size(), ' ') + "1/" + total + " ") != std::string::npos);
   CHECK(r.out.find(" " + total + "/" + total + " fp32    80 causal-br  FAILED") != std::string::npos);
   CHECK(r.out.find("done: 0 of " + total + " ready, " + total + " failed (compiled 0,") != std::string::npos);
@@ -726,7 +727,7 @@ TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing comma
                            {{"FLASHRTC_REQUIRE_CACHED", "1"}});
   CHECK(r.exit_code == 3);
   const std::vector<json> lines = json_lines(r.out);
-  const std::vector<ForwardSpec> specs = warm_forward_specs("sm_80");
+  const std::vector<KernelSpec> specs = warm_specs("sm_80");
   REQUIRE(lines.size() == specs.size() + 2);  // a row each, the summary, the error
   for (std::size_t i = 0; i < specs.size(); ++i) {
     INFO(lines[i].dump());
@@ -916,7 +917,7 @@ TEST_CASE("compile --all on a terminal: a progress line with N/total, log lines 
   env["FLASHRTC_KERNEL_DIR"] = (fs::path(FLASHRTC_SOURCE_DIR) / "kernel_sources").string();
   const std::string seen = flashrtc_on_terminal({"compile", "--all", "--arch", "sm_80", "-j", "2"}, env);
   INFO(seen);
-  const std::string total = std::to_string(warm_forward_specs("sm_80").size());
+  const std::string total = std::to_string(warm_specs("sm_80").size());
   const std::string erase = "\r\033[K";
   CHECK(seen.find("compile [0/" + total + "]") != std::string::npos);
   CHECK(seen.find("compile [" + total + "/" + total + "] ") != std::string::npos);

@@ -11,6 +11,7 @@
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
+#include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
 
@@ -63,7 +64,7 @@ Variant variant_pair(const ConfigQuery& q, const TileConfig& avoid, std::size_t 
 TEST_CASE("resolution: the default table when nothing else is set") {
   test::TuningSandbox sandbox("flashrtc-resolve-default");
   const ConfigQuery q = query();
-  const ConfigResolution r = resolve_forward_config(q, kTarget);
+  const ConfigResolution r = resolve_config(q, kTarget);
   CHECK(r.source == ConfigSource::kDefault);
   CHECK(r.config == default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes));
   REQUIRE(r.tuning_key.has_value());
@@ -85,7 +86,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
   SUBCASE("tuned over default") {
     test::TuningSandbox sandbox("flashrtc-resolve-tuned");
     record_tuning_entry(test::make_entry(key_of(q), tuned));
-    const ConfigResolution r = resolve_forward_config(q, kTarget);
+    const ConfigResolution r = resolve_config(q, kTarget);
     CHECK(r.source == ConfigSource::kTuned);
     CHECK(r.config == tuned);
     REQUIRE(r.tuned.has_value());
@@ -95,7 +96,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
   SUBCASE("environment over tuned: only the fields given replace the tuned tile's") {
     test::TuningSandbox sandbox("flashrtc-resolve-env", env_text);
     record_tuning_entry(test::make_entry(key_of(q), tuned));
-    const ConfigResolution r = resolve_forward_config(q, kTarget);
+    const ConfigResolution r = resolve_config(q, kTarget);
     CHECK(r.source == ConfigSource::kEnvironment);
     CHECK(r.config == env_tile);
     CHECK_FALSE(r.config == tuned);
@@ -106,7 +107,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
                                                                     ",block_n=" + std::to_string(tuned.block_n) +
                                                                     ",warps=" + std::to_string(tuned.warps) +
                                                                     ",stages=" + std::to_string(tuned.stages));
-    const ConfigResolution r = resolve_forward_config(q, kTarget);
+    const ConfigResolution r = resolve_config(q, kTarget);
     CHECK(r.source == ConfigSource::kEnvironment);
     CHECK(r.config == tuned);
   }
@@ -115,7 +116,7 @@ TEST_CASE("resolution: each source wins over the ones below it") {
     record_tuning_entry(test::make_entry(key_of(q), tuned));
     ConfigQuery with_explicit = q;
     with_explicit.explicit_config = explicit_tile;
-    const ConfigResolution r = resolve_forward_config(with_explicit, kTarget);
+    const ConfigResolution r = resolve_config(with_explicit, kTarget);
     CHECK(r.source == ConfigSource::kExplicit);
     CHECK(r.config == explicit_tile);
     // The entry passed over is still reported, for `flashrtc config`.
@@ -131,25 +132,25 @@ TEST_CASE("resolution: a tuned entry applies to its GPU, arch and sequence-lengt
   const TileConfig tuned = others(q, {fallback}, 1)[0];
   record_tuning_entry(test::make_entry(key_of(q), tuned));
 
-  CHECK(resolve_forward_config(query(DType::kFloat16, 64, 3000), kTarget).source == ConfigSource::kTuned);
-  CHECK(resolve_forward_config(query(DType::kFloat16, 64, 4097), kTarget).source == ConfigSource::kDefault);
-  CHECK(resolve_forward_config(query(DType::kFloat16, 64, 2048), kTarget).source == ConfigSource::kDefault);
-  CHECK(resolve_forward_config(query(DType::kBFloat16, 64, 4096), kTarget).source == ConfigSource::kDefault);
-  CHECK(resolve_forward_config(query(DType::kFloat16, 128, 4096), kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(query(DType::kFloat16, 64, 3000), kTarget).source == ConfigSource::kTuned);
+  CHECK(resolve_config(query(DType::kFloat16, 64, 4097), kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(query(DType::kFloat16, 64, 2048), kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(query(DType::kBFloat16, 64, 4096), kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(query(DType::kFloat16, 128, 4096), kTarget).source == ConfigSource::kDefault);
   ConfigQuery causal = q;
   causal.mask = MaskKind::kCausalTopLeft;
-  CHECK(resolve_forward_config(causal, kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(causal, kTarget).source == ConfigSource::kDefault);
   ConfigQuery other_kv = q;
   other_kv.seqlen_kv = 8192;
-  CHECK(resolve_forward_config(other_kv, kTarget).source == ConfigSource::kDefault);
+  CHECK(resolve_config(other_kv, kTarget).source == ConfigSource::kDefault);
 
   const DeviceTarget other_gpu{"Another GPU", kTarget.arch, kTarget.smem_limit_bytes};
-  CHECK(resolve_forward_config(q, other_gpu).source == ConfigSource::kDefault);
+  CHECK(resolve_config(q, other_gpu).source == ConfigSource::kDefault);
   const DeviceTarget other_arch{kTarget.gpu_name, "sm_100", kTarget.smem_limit_bytes};
-  CHECK(resolve_forward_config(q, other_arch).source == ConfigSource::kDefault);
+  CHECK(resolve_config(q, other_arch).source == ConfigSource::kDefault);
 
   // Without a device nothing is keyed: no tuned entry can apply.
-  const ConfigResolution none = resolve_forward_config(q, no_device_target());
+  const ConfigResolution none = resolve_config(q, no_device_target());
   CHECK(none.source == ConfigSource::kDefault);
   CHECK_FALSE(none.tuning_key.has_value());
   CHECK(none.why.find("no GPU") != std::string::npos);
@@ -160,7 +161,7 @@ TEST_CASE("resolution: an override the kernel cannot build or this GPU cannot fi
   const ConfigQuery q = query(DType::kFloat16, 64);
   SUBCASE("malformed FLASHRTC_CONFIG") {
     test::TuningSandbox sandbox("flashrtc-resolve-bad-env", "block_m=64,wraps=4");
-    const Error e = test::expect_error([&] { resolve_forward_config(q, kTarget); });
+    const Error e = test::expect_error([&] { resolve_config(q, kTarget); });
     CHECK(e.code() == ErrorCode::kInvalidArgument);
     CHECK(e.message().find("FLASHRTC_CONFIG") != std::string::npos);
     CHECK(e.message().find("wraps") != std::string::npos);
@@ -169,7 +170,7 @@ TEST_CASE("resolution: an override the kernel cannot build or this GPU cannot fi
     for (const char* field : {"block_m", "block_n", "warps", "stages"}) {
       INFO(field);
       test::TuningSandbox sandbox("flashrtc-resolve-unsupported", std::string(field) + "=7");
-      const Error e = test::expect_error([&] { resolve_forward_config(q, kTarget); });
+      const Error e = test::expect_error([&] { resolve_config(q, kTarget); });
       CHECK(e.code() == ErrorCode::kInvalidArgument);
       CHECK(e.message().find("FLASHRTC_CONFIG='" + std::string(field) + "=7'") != std::string::npos);
       // The family's own reason names the field it refuses.
@@ -180,7 +181,7 @@ TEST_CASE("resolution: an override the kernel cannot build or this GPU cannot fi
     test::TuningSandbox sandbox("flashrtc-resolve-bad-explicit");
     ConfigQuery bad = q;
     bad.explicit_config = TileConfig{7, 64, 4, 1};
-    const Error e = test::expect_error([&] { resolve_forward_config(bad, kTarget); });
+    const Error e = test::expect_error([&] { resolve_config(bad, kTarget); });
     CHECK(e.code() == ErrorCode::kInvalidArgument);
     CHECK(e.message().rfind("config: ", 0) == 0);
     CHECK(e.message().find("block_m") != std::string::npos);
@@ -204,18 +205,18 @@ TEST_CASE("resolution: a tile over the target's shared memory is kUnsupported, f
                            ",warps=" + std::to_string(big.warps) + ",stages=" + std::to_string(big.stages);
   {
     test::TuningSandbox sandbox("flashrtc-resolve-smem-env", text);
-    const Error e = test::expect_error([&] { resolve_forward_config(*found, sm80); });
+    const Error e = test::expect_error([&] { resolve_config(*found, sm80); });
     CHECK(e.code() == ErrorCode::kUnsupported);
     CHECK(e.message().find("FLASHRTC_CONFIG") != std::string::npos);
     CHECK(e.message().find("shared memory") != std::string::npos);
     // The same override fits the larger GPU.
-    CHECK(resolve_forward_config(*found, kTarget).config == big);
+    CHECK(resolve_config(*found, kTarget).config == big);
   }
   {
     test::TuningSandbox sandbox("flashrtc-resolve-smem-explicit");
     ConfigQuery with_explicit = *found;
     with_explicit.explicit_config = big;
-    const Error e = test::expect_error([&] { resolve_forward_config(with_explicit, sm80); });
+    const Error e = test::expect_error([&] { resolve_config(with_explicit, sm80); });
     CHECK(e.code() == ErrorCode::kUnsupported);
     CHECK(e.message().find("shared memory") != std::string::npos);
   }
@@ -225,7 +226,7 @@ TEST_CASE("resolution: a tuned entry that no longer passes the family's checks i
   test::TuningSandbox sandbox("flashrtc-resolve-stale-entry");
   const ConfigQuery q = query(DType::kFloat16, 64);
   record_tuning_entry(test::make_entry(key_of(q), TileConfig{7, 64, 4, 1}));
-  const ConfigResolution r = resolve_forward_config(q, kTarget);
+  const ConfigResolution r = resolve_config(q, kTarget);
   CHECK(r.source == ConfigSource::kDefault);
   CHECK(r.config == default_forward_config(q.dtype, q.head_dim, q.mask, kTarget.smem_limit_bytes));
   CHECK_FALSE(r.tuned.has_value());
@@ -249,11 +250,11 @@ TEST_CASE("select_forward_spec resolves through FLASHRTC_CONFIG (no GPU: sm_80's
   {
     test::TuningSandbox sandbox("flashrtc-resolve-select", test::single_field_override(fallback, *wanted));
     CHECK(select_forward_spec(p).tile == *wanted);
-    const ConfigResolution r = resolve_forward_config(p);
+    const ConfigResolution r = resolve_config(p);
     CHECK(r.source == ConfigSource::kEnvironment);
     p.config = fallback;
     CHECK(select_forward_spec(p).tile == fallback);
-    CHECK(resolve_forward_config(p).source == ConfigSource::kExplicit);
+    CHECK(resolve_config(p).source == ConfigSource::kExplicit);
     p.config.reset();
   }
   {
@@ -270,24 +271,24 @@ TEST_CASE("resolution on sm_90a: the Hopper family, and a tile only another fami
   test::TuningSandbox sandbox("flashrtc-resolve-hopper");
   const DeviceTarget hopper{"Test GPU 80GB", "sm_90a", kSmemBytesSm90};
   ConfigQuery q = query();
-  CHECK(resolve_forward_config(q, hopper).family->name == "wgmma");
+  CHECK(resolve_config(q, hopper).family->name == "wgmma");
   // An mma.sync tile given with the call (4 warps: no warp-specialized layout) runs on mma.
   q.explicit_config = TileConfig{128, 64, 4, 2};
-  const ConfigResolution mma = resolve_forward_config(q, hopper);
+  const ConfigResolution mma = resolve_config(q, hopper);
   CHECK(mma.family->name == "mma");
   CHECK(mma.config == *q.explicit_config);
   REQUIRE(!mma.family_passed_over.empty());
   CHECK(mma.family_passed_over.back().find("wgmma: cannot build the requested tile") != std::string::npos);
   // A Hopper tile stays on wgmma.
   q.explicit_config = TileConfig{128, 128, 12, 2};
-  CHECK(resolve_forward_config(q, hopper).family->name == "wgmma");
+  CHECK(resolve_config(q, hopper).family->name == "wgmma");
   // A tile no family builds is refused by the best family's rule.
   q.explicit_config = TileConfig{128, 128, 5, 2};
-  CHECK(test::expect_error([&] { resolve_forward_config(q, hopper); }).code() == ErrorCode::kInvalidArgument);
+  CHECK(test::expect_error([&] { resolve_config(q, hopper); }).code() == ErrorCode::kInvalidArgument);
   // Strides no TMA map describes: mma, with the reason.
   q.explicit_config.reset();
   q.traits = 0;
-  const ConfigResolution strided = resolve_forward_config(q, hopper);
+  const ConfigResolution strided = resolve_config(q, hopper);
   CHECK(strided.family->name == "mma");
   CHECK(strided.family_passed_over[0].find("TMA") != std::string::npos);
 }
@@ -295,7 +296,7 @@ TEST_CASE("resolution on sm_90a: the Hopper family, and a tile only another fami
 TEST_CASE("resolution on sm_90a: FLASHRTC_CONFIG fields pick the family whose default they complete") {
   test::TuningSandbox sandbox("flashrtc-resolve-hopper-env", "warps=4");
   const DeviceTarget hopper{"Test GPU 80GB", "sm_90a", kSmemBytesSm90};
-  const ConfigResolution r = resolve_forward_config(query(), hopper);
+  const ConfigResolution r = resolve_config(query(), hopper);
   CHECK(r.family->name == "mma");
   CHECK(r.config.warps == 4);
 }
@@ -306,14 +307,14 @@ TEST_CASE("resolution on sm_90a at d=256: 128x80 without a mask, 128x64 under th
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
     INFO(to_string(dtype));
     ConfigQuery q = query(dtype, 256);
-    const ConfigResolution none = resolve_forward_config(q, hopper);
+    const ConfigResolution none = resolve_config(q, hopper);
     CHECK(none.family->name == "wgmma");
     CHECK(none.source == ConfigSource::kDefault);
     CHECK(none.config == TileConfig{128, 80, 12, 2});
     CHECK(none.why.rfind("built-in table (row d<=256 for mask none); no tuned entry for", 0) == 0);
     for (MaskKind mask : {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
       q.mask = mask;
-      const ConfigResolution causal = resolve_forward_config(q, hopper);
+      const ConfigResolution causal = resolve_config(q, hopper);
       CHECK(causal.family->name == "wgmma");
       CHECK(causal.config == TileConfig{128, 64, 12, 2});
       CHECK(causal.why.rfind("built-in table (row d<=256 for mask none passed over); no tuned entry", 0) ==
@@ -325,13 +326,13 @@ TEST_CASE("resolution on sm_90a at d=256: 128x80 without a mask, 128x64 under th
   for (MaskKind mask : kMaskKinds) {
     ConfigQuery q = query(DType::kBFloat16, 224);
     q.mask = mask;
-    const ConfigResolution r = resolve_forward_config(q, hopper);
+    const ConfigResolution r = resolve_config(q, hopper);
     CHECK(r.config == TileConfig{128, 96, 12, 2});
     const std::string row = mask == MaskKind::kNone ? "(row d<=224 for masks causal, causal-br passed over)"
                                                     : "(row d<=224 for masks causal, causal-br)";
     CHECK(r.why.rfind("built-in table " + row + "; no tuned entry", 0) == 0);
     q.seqlen_q = q.seqlen_kv = 512;
-    CHECK(resolve_forward_config(q, hopper).config ==
+    CHECK(resolve_config(q, hopper).config ==
           (mask == MaskKind::kNone ? TileConfig{128, 96, 12, 2} : TileConfig{128, 64, 12, 2}));
   }
 }

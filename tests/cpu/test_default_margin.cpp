@@ -88,7 +88,7 @@ TEST_CASE(
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       try {
-        jobs[i].resources = compile_forward(jobs[i].spec, jobs[i].arch).resources;
+        jobs[i].resources = compile_kernel(jobs[i].spec, jobs[i].arch).resources;
         jobs[i].compiled = true;
       } catch (const std::exception& e) {
         jobs[i].error = e.what();

@@ -12,22 +12,22 @@
 #include <thread>
 #include <vector>
 
-#include "context.hpp"
+#include "cache/artifact_cache.hpp"
 #include "cpu/helpers/fake_driver.hpp"
 #include "cpu/helpers/log_capture.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
-#include "driver_api.hpp"
-#include "family_compile.hpp"
+#include "driver/context.hpp"
+#include "driver/driver_api.hpp"
+#include "driver/launch.hpp"
+#include "driver/stream_scratch.hpp"
+#include "driver/tensor_map.hpp"
+#include "families/family_compile.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/kernel_family.hpp"
-#include "kernel_cache.hpp"
-#include "launch.hpp"
-#include "stream_scratch.hpp"
-#include "tensor_map.hpp"
 
 using namespace flashrtc;
 using test::expect_error;
@@ -594,7 +594,7 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "attention_forward runs end to end against
   FakeDriver fake;
   Stream stream;
   const ForwardParams p = forward_params(stream.handle());
-  const ForwardSpec spec = select_forward_spec(p);  // resolved for the fake sm_90 device
+  const KernelSpec spec = select_forward_spec(p);  // resolved for the fake sm_90 device
   kernel::ForwardParams seen{};
   fake.on_launch = [&](const test::RecordedLaunch&, void** args) {
     std::memcpy(&seen, args[0], sizeof(seen));

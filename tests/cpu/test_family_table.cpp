@@ -179,27 +179,27 @@ TEST_CASE("a toy family added through the table alone is selected, compiled, cac
 
     // Config resolution: the family's own default table, and the family named in the tuning key.
     const DeviceTarget h200{"Test GPU", "sm_90a", kSmemBytesSm90};
-    const ConfigResolution r = resolve_forward_config(fp32_query(64), h200);
+    const ConfigResolution r = resolve_config(fp32_query(64), h200);
     CHECK(r.family == &toy);
     CHECK(r.config == TileConfig{32, 16, 2, 1});
     REQUIRE(r.tuning_key);
     CHECK(r.tuning_key->family == "toy-copy-v");
-    const ConfigResolution a100 = resolve_forward_config(fp32_query(64), {"Test GPU", "sm_80", kSmemBytesSm80});
+    const ConfigResolution a100 = resolve_config(fp32_query(64), {"Test GPU", "sm_80", kSmemBytesSm80});
     CHECK(a100.family->name == "simt");
     // An explicit tile is checked by the family's own rule.
     ConfigQuery bad = fp32_query(64);
     bad.explicit_config = TileConfig{32, 16, 3, 1};
-    CHECK(contains(test::expect_error([&] { resolve_forward_config(bad, h200); }).message(), "warps: must be 1, 2 or 4"));
+    CHECK(contains(test::expect_error([&] { resolve_config(bad, h200); }).message(), "warps: must be 1, 2 or 4"));
 
     // Compiled and cached: the name expression has the toy's four template arguments.
     const KernelSpec spec{DType::kFloat32, 64, MaskKind::kNone, {32, 16, 2, 1}, &toy};
-    const CompiledKernelInfo first = compile_forward(spec, "sm_90a");
+    const CompiledKernelInfo first = compile_kernel(spec, "sm_90a");
     CHECK(first.name_expression == "flashrtc_test::copy_v<float, 64, 32, 2>");
     CHECK(first.source == CacheSource::kCompiled);
     CHECK(first.resources.registers > 0);
-    CHECK(compile_forward(spec, "sm_90a").source == CacheSource::kMemory);
-    // Without a family named, compile_forward picks what a call on that arch runs.
-    CHECK(compile_forward({DType::kFloat32, 64, MaskKind::kNone, {32, 16, 2, 1}}, "sm_90a").key == first.key);
+    CHECK(compile_kernel(spec, "sm_90a").source == CacheSource::kMemory);
+    // Without a family named, compile_kernel picks what a call on that arch runs.
+    CHECK(compile_kernel({DType::kFloat32, 64, MaskKind::kNone, {32, 16, 2, 1}}, "sm_90a").key == first.key);
 
     // Listed by `cache ls`, with the family and template arguments it recorded.
     const auto entries = list_cache_entries();
@@ -218,11 +218,11 @@ TEST_CASE("a toy family added through the table alone is selected, compiled, cac
     CHECK(candidates == toy.config_space(DType::kFloat32, 64, kSmemBytesSm90));
     CHECK(candidates.size() == 9);  // block_m {16, 32, 64} x warps {1, 2, 4}, all dividing
     // Warmed by `compile --all` for the archs it runs on only.
-    const auto has_toy = [&](const std::vector<ForwardSpec>& specs) {
-      return std::any_of(specs.begin(), specs.end(), [&](const ForwardSpec& s) { return s.family == &toy; });
+    const auto has_toy = [&](const std::vector<KernelSpec>& specs) {
+      return std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) { return s.family == &toy; });
     };
-    CHECK(has_toy(warm_forward_specs("sm_90a", false)));
-    CHECK_FALSE(has_toy(warm_forward_specs("sm_80", false)));
+    CHECK(has_toy(warm_specs("sm_90a", false)));
+    CHECK_FALSE(has_toy(warm_specs("sm_80", false)));
   }
   // Gone from the table with its registration; fp32 is simt's again.
   CHECK(find_kernel_family("toy-copy-v") == nullptr);

@@ -2,7 +2,7 @@
 // temporaries, and "many threads / many processes asking for one key compile it once".
 //
 // The memory cache is process-wide and keyed by the key alone (not by cache directory), so every test that
-// needs a miss uses a key no other test in this binary touches: its own ForwardSpec (kPersistSpec, ...) or a
+// needs a miss uses a key no other test in this binary touches: its own KernelSpec (kPersistSpec, ...) or a
 // request made unique by a -D option (unique_request).
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -18,17 +18,17 @@
 #include <thread>
 #include <vector>
 
+#include "cache/artifact_cache.hpp"
+#include "cache/disk_cache.hpp"
+#include "compile/kernel_artifact.hpp"
+#include "compile/kernel_sources.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "compile/ptxas_report.hpp"
 #include "cpu/helpers/compile_artifact.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
-#include "disk_cache.hpp"
-#include "family_compile.hpp"
+#include "families/family_compile.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "kernel_artifact.hpp"
-#include "kernel_cache.hpp"
-#include "kernel_sources.hpp"
-#include "nvrtc_compiler.hpp"
-#include "ptxas_report.hpp"
 
 using namespace flashrtc;
 namespace fs = std::filesystem;
@@ -40,8 +40,8 @@ using detail::KeyInputs;
 namespace {
 
 // Small tiles (d=32, 2 warps) compile in a fraction of a second.
-ForwardSpec small_spec(DType dtype, MaskKind mask, TileConfig tile) {
-  ForwardSpec spec;
+KernelSpec small_spec(DType dtype, MaskKind mask, TileConfig tile) {
+  KernelSpec spec;
   spec.dtype = dtype;
   spec.head_dim = 32;
   spec.mask = mask;
@@ -49,9 +49,9 @@ ForwardSpec small_spec(DType dtype, MaskKind mask, TileConfig tile) {
   return spec;
 }
 // One spec per test that needs a memory-cache miss in this process (see the file comment).
-const ForwardSpec kPersistSpec = small_spec(DType::kFloat16, MaskKind::kCausalTopLeft, {32, 16, 2, 1});
-const ForwardSpec kRequireCachedSpec = small_spec(DType::kBFloat16, MaskKind::kNone, {32, 16, 2, 1});
-const ForwardSpec kMultiProcessSpec =
+const KernelSpec kPersistSpec = small_spec(DType::kFloat16, MaskKind::kCausalTopLeft, {32, 16, 2, 1});
+const KernelSpec kRequireCachedSpec = small_spec(DType::kBFloat16, MaskKind::kNone, {32, 16, 2, 1});
+const KernelSpec kMultiProcessSpec =
     small_spec(DType::kFloat16, MaskKind::kCausalBottomRight, {32, 32, 2, 1});
 
 std::string unique_token() {
@@ -90,7 +90,7 @@ std::size_t count_prefixed(const fs::path& dir, const std::string& prefix) {
 
 constexpr const char* kChildCase = "child process: compile one forward kernel";
 
-std::string encode(const ForwardSpec& spec, const std::string& arch) {
+std::string encode(const KernelSpec& spec, const std::string& arch) {
   std::ostringstream s;
   s << to_string(spec.dtype) << " " << spec.head_dim << " " << to_string(spec.mask) << " "
     << spec.tile.block_m << " " << spec.tile.block_n << " " << spec.tile.warps << " " << spec.tile.stages
@@ -100,7 +100,7 @@ std::string encode(const ForwardSpec& spec, const std::string& arch) {
 
 // Runs this test binary again (fork + exec: a fresh process that reads its configuration from the
 // environment) on kChildCase; returns what the child wrote: "compiled", "disk", "memory" or "error:<code>".
-std::string run_child(const fs::path& work_dir, const ForwardSpec& spec, const std::string& arch,
+std::string run_child(const fs::path& work_dir, const KernelSpec& spec, const std::string& arch,
                       const std::vector<std::pair<std::string, std::string>>& env) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
   const std::string tag = unique_token();
@@ -144,7 +144,7 @@ TEST_CASE(kChildCase* doctest::skip()) {
   REQUIRE(out);
   std::istringstream in(spec_text);
   std::string dtype, mask, arch;
-  ForwardSpec spec;
+  KernelSpec spec;
   in >> dtype >> spec.head_dim >> mask >> spec.tile.block_m >> spec.tile.block_n >> spec.tile.warps >>
       spec.tile.stages >> arch;
   REQUIRE(parse_dtype(dtype));
@@ -153,7 +153,7 @@ TEST_CASE(kChildCase* doctest::skip()) {
   spec.mask = *parse_mask(mask);
   std::string result;
   try {
-    result = to_string(compile_forward(spec, arch).source);
+    result = to_string(compile_kernel(spec, arch).source);
   } catch (const Error& e) {
     result = std::string("error:") + to_string(e.code());
   }
@@ -163,7 +163,7 @@ TEST_CASE(kChildCase* doctest::skip()) {
 // ---- key completeness -----------------------------------------------------------------------------------
 
 TEST_CASE("cache key: equal inputs give equal keys, and changing any one input changes the key") {
-  ForwardSpec base_spec;
+  KernelSpec base_spec;
   base_spec.dtype = DType::kFloat32;
   base_spec.head_dim = 64;
   base_spec.mask = MaskKind::kNone;
@@ -203,25 +203,25 @@ TEST_CASE("cache key: equal inputs give equal keys, and changing any one input c
   SUBCASE("each part of the name expression") {
     struct Variant {
       const char* what;
-      ForwardSpec spec;
+      KernelSpec spec;
     };
     std::vector<Variant> variants;
     auto add = [&](const char* what, auto mutate) {
-      ForwardSpec spec = base_spec;
+      KernelSpec spec = base_spec;
       mutate(spec);
       variants.push_back({what, spec});
     };
     // 16-bit types run the tensor-core family: another program (its own header) and a tile of its space.
-    add("dtype fp16", [](ForwardSpec& s) { s.dtype = DType::kFloat16, s.tile = {128, 64, 8, 2}; });
-    add("dtype bf16", [](ForwardSpec& s) { s.dtype = DType::kBFloat16, s.tile = {128, 64, 8, 2}; });
-    add("head_dim 96", [](ForwardSpec& s) { s.head_dim = 96; });
-    add("head_dim 128", [](ForwardSpec& s) { s.head_dim = 128; });
-    add("mask causal", [](ForwardSpec& s) { s.mask = MaskKind::kCausalTopLeft; });
-    add("mask causal-br", [](ForwardSpec& s) { s.mask = MaskKind::kCausalBottomRight; });
-    add("block_m 32", [](ForwardSpec& s) { s.tile.block_m = 32; });
-    add("block_n 32", [](ForwardSpec& s) { s.tile.block_n = 32; });
-    add("warps 4", [](ForwardSpec& s) { s.tile.warps = 4; });
-    add("stages 1", [](ForwardSpec& s) { s.tile.stages = 1; });
+    add("dtype fp16", [](KernelSpec& s) { s.dtype = DType::kFloat16, s.tile = {128, 64, 8, 2}; });
+    add("dtype bf16", [](KernelSpec& s) { s.dtype = DType::kBFloat16, s.tile = {128, 64, 8, 2}; });
+    add("head_dim 96", [](KernelSpec& s) { s.head_dim = 96; });
+    add("head_dim 128", [](KernelSpec& s) { s.head_dim = 128; });
+    add("mask causal", [](KernelSpec& s) { s.mask = MaskKind::kCausalTopLeft; });
+    add("mask causal-br", [](KernelSpec& s) { s.mask = MaskKind::kCausalBottomRight; });
+    add("block_m 32", [](KernelSpec& s) { s.tile.block_m = 32; });
+    add("block_n 32", [](KernelSpec& s) { s.tile.block_n = 32; });
+    add("warps 4", [](KernelSpec& s) { s.tile.warps = 4; });
+    add("stages 1", [](KernelSpec& s) { s.tile.stages = 1; });
     for (const Variant& v : variants) {
       INFO(v.what);
       CompileRequest request;
@@ -548,7 +548,7 @@ TEST_CASE("disk cache: 3 processes asking for one key at once compile it once") 
       }
       std::string result;
       try {
-        result = to_string(compile_forward(kMultiProcessSpec, "sm_80").source);
+        result = to_string(compile_kernel(kMultiProcessSpec, "sm_80").source);
       } catch (const Error& e) {
         result = std::string("error:") + to_string(e.code()) + ": " + e.what();
       } catch (...) {
@@ -589,7 +589,7 @@ TEST_CASE("disk cache: 3 processes asking for one key at once compile it once") 
 
   // This process never compiled it: it reads the children's entry.
   const CacheStats before = cache_stats();
-  const CompiledKernelInfo info = compile_forward(kMultiProcessSpec, "sm_80");
+  const CompiledKernelInfo info = compile_kernel(kMultiProcessSpec, "sm_80");
   CHECK(info.source == CacheSource::kDisk);
   CHECK(cache_stats().compiles == before.compiles);
 }
@@ -605,7 +605,7 @@ TEST_CASE("disk cache: an entry compiled by another process is a disk hit here")
   CHECK(cache_entry_count() == 1);
 
   const CacheStats before = cache_stats();
-  const CompiledKernelInfo info = compile_forward(kPersistSpec, "sm_80");
+  const CompiledKernelInfo info = compile_kernel(kPersistSpec, "sm_80");
   const CacheStats after = cache_stats();
   CHECK(info.source == CacheSource::kDisk);
   CHECK(after.compiles == before.compiles);
@@ -617,7 +617,7 @@ TEST_CASE("disk cache: an entry compiled by another process is a disk hit here")
 
   // A second process finds it on disk too; this one now has it in memory.
   CHECK(run_child(dir.path(), kPersistSpec, "sm_80", env) == "disk");
-  CHECK(compile_forward(kPersistSpec, "sm_80").source == CacheSource::kMemory);
+  CHECK(compile_kernel(kPersistSpec, "sm_80").source == CacheSource::kMemory);
   CHECK(cache_stats().compiles == before.compiles);
   CHECK(cache_entry_count() == 1);
 }
@@ -629,13 +629,13 @@ TEST_CASE("FLASHRTC_REQUIRE_CACHED: an empty cache refuses to compile; a warmed 
   test::ConfigOverride config(strict);
 
   const CacheStats before = cache_stats();
-  const Error refused = test::expect_error([&] { compile_forward(kRequireCachedSpec, "sm_90a"); });
+  const Error refused = test::expect_error([&] { compile_kernel(kRequireCachedSpec, "sm_90a"); });
   CHECK(refused.code() == ErrorCode::kCompileDisallowed);
   CHECK(refused.message().find("FLASHRTC_REQUIRE_CACHED") != std::string::npos);
   CHECK(cache_stats().compiles == before.compiles);
   CHECK(cache_entry_count() == 0);
   // A failure is not remembered: asking again looks again (and is refused again).
-  CHECK(test::expect_error([&] { compile_forward(kRequireCachedSpec, "sm_90a"); }).code() ==
+  CHECK(test::expect_error([&] { compile_kernel(kRequireCachedSpec, "sm_90a"); }).code() ==
         ErrorCode::kCompileDisallowed);
 
   // The environment variable does the same in a fresh process.
@@ -649,12 +649,12 @@ TEST_CASE("FLASHRTC_REQUIRE_CACHED: an empty cache refuses to compile; a warmed 
   CHECK(run_child(dir.path(), kRequireCachedSpec, "sm_90a", env) == "compiled");
   CHECK(cache_entry_count() == 1);
 
-  const CompiledKernelInfo info = compile_forward(kRequireCachedSpec, "sm_90a");
+  const CompiledKernelInfo info = compile_kernel(kRequireCachedSpec, "sm_90a");
   CHECK(info.source == CacheSource::kDisk);
   CHECK(cache_stats().compiles == before.compiles);
   CHECK(run_child(dir.path(), kRequireCachedSpec, "sm_90a", strict_env) == "disk");
   // sm_90 is another kernel: still refused.
-  CHECK(test::expect_error([&] { compile_forward(kRequireCachedSpec, "sm_90"); }).code() ==
+  CHECK(test::expect_error([&] { compile_kernel(kRequireCachedSpec, "sm_90"); }).code() ==
         ErrorCode::kCompileDisallowed);
 }
 

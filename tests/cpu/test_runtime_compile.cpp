@@ -28,7 +28,7 @@ constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKi
 const char* const kArchs[] = {"sm_80", "sm_90a"};
 
 struct Job {
-  ForwardSpec spec;
+  KernelSpec spec;
   std::string arch;
   std::optional<CompiledKernelInfo> info;
   std::string error;
@@ -101,7 +101,7 @@ TEST_CASE("every default forward specialization compiles for sm_80 and sm_90a wi
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       try {
-        jobs[i].info = compile_forward(jobs[i].spec, jobs[i].arch);
+        jobs[i].info = compile_kernel(jobs[i].spec, jobs[i].arch);
       } catch (const std::exception& e) {
         jobs[i].error = e.what();
       }
@@ -127,7 +127,7 @@ TEST_CASE("every default forward specialization compiles for sm_80 and sm_90a wi
     INFO("registers=" << info.resources.registers
                       << " stack_frame_bytes=" << info.resources.stack_frame_bytes);
     CHECK(info.arch == job.arch);
-    CHECK(info.name_expression == forward_name_expression(job.spec));
+    CHECK(info.name_expression == kernel_name_expression(job.spec));
     CHECK_FALSE(info.lowered_name.empty());
     CHECK(info.key.size() >= 32);
     CHECK(info.entry_dir.empty());  // disk cache off
@@ -170,13 +170,13 @@ TEST_CASE("the largest register tile that check_forward_config accepts still com
     CHECK(tile.accumulators <= tile.limit);
     CHECK(check_forward_config(c.dtype, c.head_dim, biggest, kSmemBytesSm90) == "");
 
-    ForwardSpec spec;
+    KernelSpec spec;
     spec.dtype = c.dtype;
     spec.head_dim = c.head_dim;
     spec.mask = MaskKind::kCausalBottomRight;
     spec.tile = biggest;
     CompiledKernelInfo info;
-    REQUIRE_NOTHROW(info = compile_forward(spec, "sm_90a"));
+    REQUIRE_NOTHROW(info = compile_kernel(spec, "sm_90a"));
     // ptxas caps a thread at 255 registers; beyond that it may spill (a warning, not a failure), but the
     // kernel must still build and report its resources.
     CHECK(info.resources.registers > 0);
@@ -193,55 +193,55 @@ TEST_CASE("a tile one step past the accumulator limit is refused without compili
   const TileConfig over{64, 64, 4, 1};
   REQUIRE(shape_of(256, over).accumulator_floats() > 128);
   CHECK(check_forward_config(DType::kFloat32, 256, over, kSmemBytesSm90) != "");
-  ForwardSpec spec;
+  KernelSpec spec;
   spec.dtype = DType::kFloat32;
   spec.head_dim = 256;
   spec.tile = over;
   const CacheStats before = cache_stats();
-  const Error e = test::expect_error([&] { compile_forward(spec, "sm_90a"); });
+  const Error e = test::expect_error([&] { compile_kernel(spec, "sm_90a"); });
   CHECK(e.code() == ErrorCode::kInvalidArgument);
   CHECK(cache_stats().compiles == before.compiles);
 }
 
 TEST_CASE("invalid specs and archs throw kInvalidArgument naming the field, before compiling") {
   test::ConfigOverride config(memory_only_config());
-  ForwardSpec good;
+  KernelSpec good;
   good.dtype = DType::kFloat16;
   good.head_dim = 64;
   good.tile = default_forward_config(good.dtype, good.head_dim, MaskKind::kNone);
 
   struct Case {
     const char* what;
-    ForwardSpec spec;
+    KernelSpec spec;
     std::string arch;
     const char* names;  // the message must name this
   };
   std::vector<Case> cases;
   auto with = [&](const char* what, auto mutate, std::string arch, const char* names) {
-    ForwardSpec spec = good;
+    KernelSpec spec = good;
     mutate(spec);
     cases.push_back({what, spec, std::move(arch), names});
   };
-  auto same = [](ForwardSpec&) {};
+  auto same = [](KernelSpec&) {};
   with(
-      "head_dim 7", [](ForwardSpec& s) { s.head_dim = 7; }, "sm_80", "head_dim");
+      "head_dim 7", [](KernelSpec& s) { s.head_dim = 7; }, "sm_80", "head_dim");
   with(
-      "head_dim 264", [](ForwardSpec& s) { s.head_dim = 264; }, "sm_80", "head_dim");
+      "head_dim 264", [](KernelSpec& s) { s.head_dim = 264; }, "sm_80", "head_dim");
   with(
-      "head_dim 0", [](ForwardSpec& s) { s.head_dim = 0; }, "sm_90a", "head_dim");
+      "head_dim 0", [](KernelSpec& s) { s.head_dim = 0; }, "sm_90a", "head_dim");
   with(
-      "block_n 12", [](ForwardSpec& s) { s.tile.block_n = 12; }, "sm_80", "block_n");
+      "block_n 12", [](KernelSpec& s) { s.tile.block_n = 12; }, "sm_80", "block_n");
   with(
-      "block_n 0", [](ForwardSpec& s) { s.tile.block_n = 0; }, "sm_80", "block_n");
+      "block_n 0", [](KernelSpec& s) { s.tile.block_n = 0; }, "sm_80", "block_n");
   with(
-      "block_m 300", [](ForwardSpec& s) { s.tile.block_m = 300; }, "sm_80", "block_m");
+      "block_m 300", [](KernelSpec& s) { s.tile.block_m = 300; }, "sm_80", "block_m");
   with(
-      "warps 3", [](ForwardSpec& s) { s.tile.warps = 3; }, "sm_80", "warps");
+      "warps 3", [](KernelSpec& s) { s.tile.warps = 3; }, "sm_80", "warps");
   with(
-      "stages 3", [](ForwardSpec& s) { s.tile.stages = 3; }, "sm_80", "stages");
+      "stages 3", [](KernelSpec& s) { s.tile.stages = 3; }, "sm_80", "stages");
   with(
       "smem over sm_90's 227 KB",
-      [](ForwardSpec& s) {
+      [](KernelSpec& s) {
         s.dtype = DType::kFloat32;
         s.head_dim = 256;
         s.tile = {128, 128, 16, 2};
@@ -257,7 +257,7 @@ TEST_CASE("invalid specs and archs throw kInvalidArgument naming the field, befo
   const CacheStats before = cache_stats();
   for (const Case& c : cases) {
     INFO(c.what);
-    const Error e = test::expect_error([&] { compile_forward(c.spec, c.arch); });
+    const Error e = test::expect_error([&] { compile_kernel(c.spec, c.arch); });
     CHECK(e.code() == ErrorCode::kInvalidArgument);
     CHECK(e.message().find(c.names) != std::string::npos);
   }

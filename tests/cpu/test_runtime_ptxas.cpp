@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "compile/nvrtc_compiler.hpp"
+#include "compile/ptxas_report.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
-#include "nvrtc_compiler.hpp"
-#include "ptxas_report.hpp"
 
 using flashrtc::ErrorCode;
 using flashrtc::ResourceReport;

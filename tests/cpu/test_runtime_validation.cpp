@@ -15,6 +15,7 @@
 #include "flashrtc/attention.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
+#include "flashrtc/tile_config.hpp"
 
 using namespace flashrtc;
 
@@ -269,7 +270,7 @@ TEST_CASE("attention_forward with valid arguments and no GPU throws kNoDevice") 
   CHECK(e.code() == ErrorCode::kNoDevice);
   CHECK_FALSE(e.message().empty());
   // Without a device, the spec is chosen for sm_80's shared memory, valid on every GPU we target.
-  const ForwardSpec spec = select_forward_spec(valid_params(DType::kFloat32, 128));
+  const KernelSpec spec = select_forward_spec(valid_params(DType::kFloat32, 128));
   CHECK(spec.tile == default_forward_config(DType::kFloat32, 128, MaskKind::kNone));
   CHECK(forward_smem_bytes(spec.dtype, spec.head_dim, spec.tile) <= kSmemBytesSm80);
 }
@@ -277,7 +278,7 @@ TEST_CASE("attention_forward with valid arguments and no GPU throws kNoDevice") 
 TEST_CASE("select_forward_spec reflects the call") {
   ForwardParams p = valid_params(DType::kBFloat16, 96);
   p.mask = MaskKind::kCausalBottomRight;
-  ForwardSpec spec = select_forward_spec(p);
+  KernelSpec spec = select_forward_spec(p);
   CHECK(spec.dtype == DType::kBFloat16);
   CHECK(spec.head_dim == 96);
   CHECK(spec.mask == MaskKind::kCausalBottomRight);

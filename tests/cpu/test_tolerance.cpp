@@ -1,4 +1,4 @@
-// The pieces of DESIGN.md's tolerance rule: fp16/bf16 rounding, the input-precision reference whose error is
+// The pieces of the tolerance rule (flashrtc_reference::Comparison): fp16/bf16 rounding, the input-precision reference whose error is
 // the budget, and compare() itself.
 #include <doctest/doctest.h>
 

@@ -15,8 +15,8 @@
 #include "flashrtc/config.hpp"
 #include "flashrtc/kernel.hpp"
 #include "flashrtc/tuning_db.hpp"
-#include "log.hpp"
-#include "tuning_db_file.hpp"
+#include "support/log.hpp"
+#include "tuning/tuning_db_file.hpp"
 
 using namespace flashrtc;
 namespace fs = std::filesystem;

@@ -7,8 +7,9 @@
 #include <tuple>
 
 #include "cpu/helpers/tuning_test_util.hpp"
-#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/kernel.hpp"
+#include "flashrtc/kernel_family.hpp"
+#include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
 
@@ -140,17 +141,17 @@ TEST_CASE("assumed limits per arch, for machines without the GPU") {
 
 TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that arch and NVRTC") {
   test::TuningSandbox sandbox("flashrtc-warm-specs");
-  const auto all_defaults = warm_forward_specs("sm_90a");
-  std::vector<ForwardSpec> defaults;  // the forward's; the backward families' are checked below
-  for (const ForwardSpec& s : all_defaults)
+  const auto all_defaults = warm_specs("sm_90a");
+  std::vector<KernelSpec> defaults;  // the forward's; the backward families' are checked below
+  for (const KernelSpec& s : all_defaults)
     if (s.family->operation == Operation::kForward) defaults.push_back(s);
   // Each backward family warms its own defaults: the main kernels per mask, the row passes once.
   const KernelFamily& bwd = portable_family(Operation::kBackward, DType::kBFloat16);
   CHECK(std::count_if(all_defaults.begin(), all_defaults.end(),
-                      [&](const ForwardSpec& s) { return s.family == &bwd; }) == 2 * 5 * 3);
+                      [&](const KernelSpec& s) { return s.family == &bwd; }) == 2 * 5 * 3);
   const KernelFamily& prep = portable_family(Operation::kBackwardPrep, DType::kFloat32);
   CHECK(std::count_if(all_defaults.begin(), all_defaults.end(),
-                      [&](const ForwardSpec& s) { return s.family == &prep; }) == 3 * 5);
+                      [&](const KernelSpec& s) { return s.family == &prep; }) == 3 * 5);
   // Every default of every forward family that runs on sm_90a (the Hopper one and the ones calls fall back
   // to): for long (or unknown) key sequences, and for short ones where the tile or the grid differs.
   std::size_t expected = 0;
@@ -166,7 +167,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   const KernelFamily* hopper = find_kernel_family("wgmma");
   REQUIRE(hopper);
   const auto hopper_warmed = [&](MaskKind mask, const TileConfig& tile, bool persistent) {
-    return std::count_if(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
+    return std::count_if(defaults.begin(), defaults.end(), [&](const KernelSpec& s) {
       return s.family == hopper && s.dtype == DType::kBFloat16 && s.head_dim == 128 && s.mask == mask &&
              s.tile == tile && s.persistent == persistent;
     });
@@ -184,7 +185,7 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
   }
   const KernelFamily* wgmma = find_kernel_family("wgmma");
   const auto warmed_at = [&](int head_dim, MaskKind mask, const TileConfig& tile) {
-    return std::any_of(defaults.begin(), defaults.end(), [&](const ForwardSpec& s) {
+    return std::any_of(defaults.begin(), defaults.end(), [&](const KernelSpec& s) {
       return s.family == wgmma && s.dtype == DType::kBFloat16 && s.head_dim == head_dim && s.mask == mask &&
              s.tile == tile;
     });
@@ -216,12 +217,12 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
     for (std::int64_t keys : {1, 512, 1024}) CHECK(d64_causal(keys) == TileConfig{256, 64, 20, 2});
     for (std::int64_t keys : {0, 1025, 4096}) CHECK(d64_causal(keys) == TileConfig{192, 128, 16, 2});
   }
-  for (const ForwardSpec& s : defaults) {
+  for (const KernelSpec& s : defaults) {
     const auto tiles = s.family->default_configs(s.dtype, s.head_dim, s.mask, kSmemBytesSm90, "sm_90a");
     CHECK(std::find(tiles.begin(), tiles.end(), s.tile) != tiles.end());
   }
   // sm_80's defaults fit its smaller shared memory.
-  for (const ForwardSpec& s : warm_forward_specs("sm_80"))
+  for (const KernelSpec& s : warm_specs("sm_80"))
     CHECK(family_of(s).smem_bytes(s) <= kSmemBytesSm80);
 
   const DType dtype = DType::kFloat32;  // the SIMT family, with head dims of any multiple of 8
@@ -242,13 +243,13 @@ TEST_CASE("warm specs: every default for the arch, plus the tuned tiles of that 
       make_tuning_key("Test GPU", "sm_90a", DType::kBFloat16, 128, MaskKind::kNone, 4096, 4096),
       default_forward_config(DType::kBFloat16, 128, MaskKind::kNone, kSmemBytesSm90)));
 
-  const auto warmed = warm_forward_specs("sm_90a");
+  const auto warmed = warm_specs("sm_90a");
   REQUIRE(warmed.size() == all_defaults.size() + 1);
-  const ForwardSpec& added = warmed.back();
+  const KernelSpec& added = warmed.back();
   CHECK(added.dtype == dtype);
   CHECK(added.head_dim == 80);
   CHECK(added.mask == MaskKind::kCausalTopLeft);
   CHECK(added.tile == tuned);
-  CHECK(warm_forward_specs("sm_80").size() == warm_forward_specs("sm_80", false).size() + 1);
-  CHECK(warm_forward_specs("sm_90a", false).size() == all_defaults.size());
+  CHECK(warm_specs("sm_80").size() == warm_specs("sm_80", false).size() + 1);
+  CHECK(warm_specs("sm_90a", false).size() == all_defaults.size());
 }

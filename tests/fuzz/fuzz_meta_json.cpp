@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "cache_entry_layout.hpp"
+#include "cache/cache_entry_layout.hpp"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "tuning_db_file.hpp"
+#include "tuning/tuning_db_file.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,6 +1,7 @@
 // The forward kernel against the Eigen reference over dtypes x head dims x masks x GQA x lengths x layouts.
 #include <doctest/doctest.h>
 
+#include "flashrtc/tile_config.hpp"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;

@@ -1,7 +1,7 @@
 #pragma once
 // One backward attention case on the GPU against the reference gradients: fresh random q, k, v and dO, the
 // forward's o and lse from the double reference (o rounded to the dtype, lse to fp32: the inputs a training
-// step hands the kernel), poisoned gradients, and DESIGN.md's tolerance rule on dQ, dK and dV.
+// step hands the kernel), poisoned gradients, and the tolerance rule (flashrtc_reference::Comparison) on dQ, dK and dV.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -212,7 +212,7 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
       q.operation = op;
       if (op == Operation::kBackward) q.explicit_config = c.config;
       if (op == Operation::kBackwardDq) q.explicit_config = c.dq_config;
-      const ConfigResolution r = resolve_forward_config(q, target);
+      const ConfigResolution r = resolve_config(q, target);
       const KernelSpec spec{c.dtype, c.head_dim, c.mask, r.config, r.family};
       const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
         return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim &&
@@ -224,7 +224,7 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
     workers.emplace_back([&] {
-      for (std::size_t i = next++; i < specs.size(); i = next++) compile_forward(specs[i], target.arch);
+      for (std::size_t i = next++; i < specs.size(); i = next++) compile_kernel(specs[i], target.arch);
     });
   for (std::thread& w : workers) w.join();
 }

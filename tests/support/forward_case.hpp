@@ -1,6 +1,6 @@
 #pragma once
 // One forward attention case on the GPU against the Eigen reference: fresh random inputs, poisoned outputs,
-// DESIGN.md's tolerance rule on o and lse. Shared by the gpu suites.
+// the tolerance rule (flashrtc_reference::Comparison) on o and lse. Shared by the gpu suites.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "flashrtc/flashrtc.hpp"
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 #include "flashrtc/device_memory.hpp"
+#include "flashrtc/flashrtc.hpp"
 #include "flashrtc_reference/attention_reference.hpp"
 
 namespace flashrtc::testing {

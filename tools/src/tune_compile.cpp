@@ -58,14 +58,14 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
       // A forward tile compiles on the best family that builds it (as a call with that tile would run: the
       // base tile may be another family's); another operation's tiles are its swept family's.
       const KernelFamily* family = setup.operation == Operation::kForward ? nullptr : setup.family;
-      ForwardSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask, row.tile,
+      KernelSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask, row.tile,
                        family};
       // The grid a call of the shape runs on, where the swept family chooses one (a tile of another family
       // ignores it).
       spec.persistent = setup.family->runs_persistent(setup.shape.mask, setup.shape.seqlen_kv);
       std::string line = to_string(row.tile) + ": ";
       try {
-        row.kernel = compile_forward(spec, setup.arch);
+        row.kernel = compile_kernel(spec, setup.arch);
         check_fit(setup.limits, row);
         const ResourceReport& r = row.kernel->resources;
         char text[160];

@@ -73,8 +73,8 @@ static inline void flashrtc_forward_params_init(flashrtc_forward_params* p) {
   flashrtc_forward_params_init_sized(p, (uint32_t)sizeof(flashrtc_forward_params));
 }
 FLASHRTC_API flashrtc_status flashrtc_attention_forward(const flashrtc_forward_params* p);
-/* As flashrtc_attention_forward with has_softmax_scale = 1 and this softmax_scale (any finite value); kept
- * from before the struct had the flag. */
+/* Deprecated (kept for one release, for callers built before the struct had has_softmax_scale): as
+ * flashrtc_attention_forward with has_softmax_scale = 1 and this softmax_scale (any finite value). */
 FLASHRTC_API flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_params* p,
                                                                    float softmax_scale);
 /* Backward: the gradients dq, dk, dv of the forward above (flashrtc/attention_backward.hpp). Grows at the end

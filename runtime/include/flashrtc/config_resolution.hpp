@@ -1,7 +1,9 @@
 #pragma once
-/// Which tile a forward call uses, decided in one place for every launch. In order of precedence:
-/// the call's explicit config (ForwardParams::config); FLASHRTC_CONFIG (its fields override the tile below
-/// it); the tuning database (tuning_db.hpp); the built-in default of the shared tile table.
+/// Which family and tile a kernel of a call uses, decided in one place for every launch of every operation
+/// (the forward, and each kernel of the backward). In order of precedence: the call's explicit tile
+/// (ForwardParams::config, BackwardParams::config / dq_config); FLASHRTC_CONFIG for the forward (its fields
+/// override the tile below it); the tuning database (tuning_db.hpp); the family's built-in default. The query
+/// of a call comes from config_query (attention.hpp, attention_backward.hpp).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -9,11 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "flashrtc/attention.hpp"
-#include "flashrtc/attention_backward.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/kernel_family.hpp"
-#include "flashrtc/tile_config.hpp"
+#include "flashrtc/tile.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/types.hpp"
 
@@ -90,20 +90,14 @@ struct ConfigResolution {
 /// for a malformed FLASHRTC_CONFIG or a tile the kernel family cannot be built with, kUnsupported for a
 /// tile that exceeds target's shared memory, or when no family serves the call. A tuned entry that no
 /// longer fits is skipped with a warning.
-FLASHRTC_API ConfigResolution resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target);
+FLASHRTC_API ConfigResolution resolve_config(const ConfigQuery& query, const DeviceTarget& target);
+[[deprecated("renamed resolve_config: it resolves every operation's kernels")]] inline ConfigResolution
+resolve_forward_config(const ConfigQuery& query, const DeviceTarget& target) {
+  return resolve_config(query, target);
+}
 
 /// The kernel a call of query runs, once resolved: the resolution's family and tile, on the grid the family
 /// chooses for the call's mask and key length (KernelFamily::runs_persistent).
 FLASHRTC_API KernelSpec call_kernel_spec(const ConfigQuery& query, const ConfigResolution& resolution);
-
-/// The query of a call.
-FLASHRTC_API ConfigQuery config_query(const ForwardParams& params);
-
-/// The query of the kernel of a backward call that op names (one of backward_operations), with that kernel's
-/// explicit tile from the call (explicit_tile: config for the main kernel, dq_config for the dQ pass).
-FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op);
-
-/// For a call: validates params, then resolves on the current device (no_device_target() without one).
-FLASHRTC_API ConfigResolution resolve_forward_config(const ForwardParams& params);
 
 }  // namespace flashrtc

@@ -1,14 +1,21 @@
 #pragma once
-/// Everything a host application needs.
+/// Everything a host application needs: every public C++ header (the C API is c_api.h).
+#include "flashrtc/arch.hpp"
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_backward.hpp"
+#include "flashrtc/attention_params.hpp"
 #include "flashrtc/cache_entries.hpp"
+#include "flashrtc/compiled_kernel.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
+#include "flashrtc/kernel_family.hpp"
+#include "flashrtc/kernel_launch.hpp"
 #include "flashrtc/log_writer.hpp"
+#include "flashrtc/tile.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"

@@ -9,8 +9,11 @@
 ///   2. describe it in one KernelFamily (runtime/src/families/<name>_family.cpp): operation, dtypes, archs and
 ///      priority, header, kernel template, template-argument list, tile axes, default table, limits and
 ///      launch builder;
-///   3. list it in kBuiltinFamilies (runtime/src/family_table.cpp). A family that serves an arch outranks the
-///      others there by priority; where its checks fail, selection falls back to the next and says why.
+///   3. list it in builtin_families() (runtime/src/families/builtin_families.hpp). A family that serves an
+///      arch outranks the others there by priority; where its checks fail, selection falls back to the next
+///      and says why.
+/// Outside the library, a program registers its own family at run time with FamilyRegistration (the kernel's
+/// text in header_source), linking libflashrtc.so alone (tests/install/external_family).
 /// Nothing else changes: the name expression, the cache key, meta.json's kernel fields and the launch memo
 /// derive from the family's template-argument list.
 #include <cstddef>
@@ -21,8 +24,8 @@
 #include <vector>
 
 #include "flashrtc/export.hpp"
-#include "flashrtc/launch_shape.hpp"
-#include "flashrtc/tile_config.hpp"
+#include "flashrtc/kernel_launch.hpp"
+#include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
 
 namespace flashrtc {
@@ -70,31 +73,6 @@ struct KernelSpec {
   /// A persistent grid (one block per SM taking tiles in turn) rather than one block per work tile: for a
   /// kernel that takes TemplateArg::kPersistent, as KernelFamily::runs_persistent decides for a call.
   bool persistent = false;
-};
-
-/// Kernel parameters by value (the driver copies them at launch), in a fixed buffer so a launch allocates
-/// nothing. Room for a parameter struct and a few 128-byte TMA descriptors.
-struct KernelArgs {
-  static constexpr std::size_t kCapacityBytes = 1024;
-  static constexpr int kMaxArgs = 8;
-  alignas(128) unsigned char storage[kCapacityBytes];  // CUtensorMap (cuda.h) is 128-byte aligned
-  void* pointers[kMaxArgs];
-  std::size_t used_bytes = 0;
-  int count = 0;
-
-  /// Appends one kernel parameter; throws Error(kInternal) past the capacity (a family's bug).
-  template <typename T>
-  void push(const T& value) {
-    const std::size_t offset = (used_bytes + alignof(T) - 1) / alignof(T) * alignof(T);
-    if (offset + sizeof(T) > kCapacityBytes || count == kMaxArgs) overflow();
-    unsigned char* slot = storage + offset;
-    *reinterpret_cast<T*>(slot) = value;
-    pointers[count++] = slot;
-    used_bytes = offset + sizeof(T);
-  }
-
- private:
-  [[noreturn]] FLASHRTC_API static void overflow();
 };
 
 /// A resolved call, immutable: the family, its spec (tile from config resolution), the arch it is compiled
@@ -155,9 +133,9 @@ struct KernelFamily {
     /// head dims that serves the others (a tile that spills only under a causal mask, say).
     std::vector<MaskKind> masks = {};
 
-    bool serves_mask(MaskKind mask) const;
+    FLASHRTC_API bool serves_mask(MaskKind mask) const;
     /// "d<=256", or "d<=256 for mask none" where the row serves some masks only.
-    std::string text() const;
+    FLASHRTC_API std::string text() const;
   };
   std::vector<DefaultRow> defaults;
 
@@ -182,34 +160,34 @@ struct KernelFamily {
   /// Error(kInvalidArgument) for a problem the grid cannot index.
   void (*build_launch)(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) = nullptr;
 
-  bool serves_dtype(DType dtype) const;
+  FLASHRTC_API bool serves_dtype(DType dtype) const;
   /// Whether the kernel template has this parameter.
   bool takes(TemplateArg arg) const {
     for (TemplateArg a : template_args)
       if (a == arg) return true;
     return false;
   }
-  bool serves_head_dim(int head_dim) const;
+  FLASHRTC_API bool serves_head_dim(int head_dim) const;
   /// Empty when the family can run on arch ("sm_90a"; empty means any GPU flashrtc targets, judged as sm_80),
   /// else why not.
-  std::string arch_mismatch(std::string_view arch) const;
+  FLASHRTC_API std::string arch_mismatch(std::string_view arch) const;
 
   /// Empty when config can be built for head_dim and fits smem_limit_bytes, else the reason naming the field.
-  std::string check_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) const;
+  FLASHRTC_API std::string check_config(DType dtype, int head_dim, const TileConfig& config, std::size_t smem_limit_bytes) const;
   /// Every tile of the axes that check_config accepts.
-  std::vector<TileConfig> config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
+  FLASHRTC_API std::vector<TileConfig> config_space(DType dtype, int head_dim, std::size_t smem_limit_bytes) const;
   /// The row default_config reads for head_dim and mask (see defaults). Throws Error(kInternal) when no row
   /// serves mask.
-  const DefaultRow& default_row(int head_dim, MaskKind mask) const;
+  FLASHRTC_API const DefaultRow& default_row(int head_dim, MaskKind mask) const;
   /// Where a mask restriction decides default_row, what it decided: "row d<=256 for mask none", or "row
   /// d<=256 for mask none passed over" for another mask; empty where no restriction played a part.
-  std::string default_row_note(int head_dim, MaskKind mask) const;
+  FLASHRTC_API std::string default_row_note(int head_dim, MaskKind mask) const;
   /// The default tile for a call on arch ("sm_90a"; empty: judged as sm_80), see DefaultCandidate;
   /// seqlen_kv <= 0 means long or unknown.
-  TileConfig default_config(DType dtype, int head_dim, MaskKind mask, std::size_t smem_limit_bytes,
+  FLASHRTC_API TileConfig default_config(DType dtype, int head_dim, MaskKind mask, std::size_t smem_limit_bytes,
                             std::int64_t seqlen_kv = 0, std::string_view arch = {}) const;
   /// Every tile default_config can return for these arguments, whatever the key length; the long one first.
-  std::vector<TileConfig> default_configs(DType dtype, int head_dim, MaskKind mask,
+  FLASHRTC_API std::vector<TileConfig> default_configs(DType dtype, int head_dim, MaskKind mask,
                                           std::size_t smem_limit_bytes, std::string_view arch = {}) const;
   /// Every kernel a call with the default tile may run for these arguments, whatever the key length: the
   /// tiles of default_configs, each with the grids runs_persistent gives the lengths it serves; the one for
@@ -220,9 +198,9 @@ struct KernelFamily {
   /// means long or unknown. False for a kernel without TemplateArg::kPersistent.
   FLASHRTC_API bool runs_persistent(MaskKind mask, std::int64_t seqlen_kv) const;
   /// The values of template_args for spec, in order (element type and mask as their enum values).
-  int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
+  FLASHRTC_API int template_arg_values(const KernelSpec& spec, int (&values)[kMaxTemplateArgs]) const;
   /// "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, flashrtc::kernel::Mask::kNone>".
-  std::string name_expression(const KernelSpec& spec) const;
+  FLASHRTC_API std::string name_expression(const KernelSpec& spec) const;
 };
 
 /// Registers per thread a default tile may use with the NVRTC flashrtc is built against: 7 below ptxas's 255.

@@ -1,7 +1,7 @@
 #pragma once
-/// Tile configurations. Each kernel family (kernel_family.hpp) owns its tile axes, its rules and its default
-/// table; the functions below answer for the portable family of a dtype (the one every GPU flashrtc targets
-/// runs), for callers that name no family.
+/// Tile questions for callers that name no family: each kernel family (kernel_family.hpp) owns its tile
+/// axes, its rules and its default table; the functions below answer for the portable family of a dtype (the
+/// one every GPU flashrtc targets runs). TileConfig itself is in tile.hpp.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,28 +9,10 @@
 #include <vector>
 
 #include "flashrtc/export.hpp"
+#include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
 
 namespace flashrtc {
-
-struct TileConfig {
-  int block_m = 64;  ///< query rows per thread block
-  int block_n = 64;  ///< key rows per pipeline stage
-  int warps = 4;     ///< warps per thread block
-  int stages = 2;    ///< K/V tiles resident in shared memory (1: K and V alternate; 2: double buffered)
-  bool operator==(const TileConfig& o) const {
-    return block_m == o.block_m && block_n == o.block_n && warps == o.warps && stages == o.stages;
-  }
-};
-
-/// "block_m=64,block_n=64,warps=4,stages=2".
-FLASHRTC_API std::string to_string(const TileConfig& config);
-
-/// The largest head dim any forward family takes.
-inline constexpr int kMaxHeadDim = 256;
-/// Opt-in shared memory per block on sm_80 (163 KB) is the smallest of the GPUs we target; sm_90 allows 227 KB.
-inline constexpr std::size_t kSmemBytesSm80 = 163 * 1024;
-inline constexpr std::size_t kSmemBytesSm90 = 227 * 1024;
 
 /// Shared memory the portable forward kernel needs for this element type, head dim and tile.
 FLASHRTC_API std::size_t forward_smem_bytes(DType dtype, int head_dim, const TileConfig& config);
@@ -51,17 +33,5 @@ FLASHRTC_API std::vector<TileConfig> forward_config_space(DType dtype, int head_
 FLASHRTC_API TileConfig default_forward_config(DType dtype, int head_dim, MaskKind mask,
                                                std::size_t smem_limit_bytes = kSmemBytesSm80,
                                                std::int64_t seqlen_kv = 0, std::string_view arch = {});
-
-/// Every tile default_forward_config can return for dtype, head_dim, mask, smem_limit_bytes and arch,
-/// whatever the key length: the one for long (or unknown) sequences first. What a warmed cache and the tuner
-/// must include.
-FLASHRTC_API std::vector<TileConfig> default_forward_configs(DType dtype, int head_dim, MaskKind mask,
-                                                             std::size_t smem_limit_bytes,
-                                                             std::string_view arch = {});
-
-/// Head dims the forward kernel accepts: multiples of 8 from 8 to kMaxHeadDim.
-constexpr bool is_supported_head_dim(int head_dim) {
-  return head_dim >= 8 && head_dim <= kMaxHeadDim && head_dim % 8 == 0;
-}
 
 }  // namespace flashrtc

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "flashrtc/export.hpp"
-#include "flashrtc/tile_config.hpp"
+#include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
 
 namespace flashrtc {
@@ -30,13 +30,6 @@ struct TuningKey {
 
 /// "NVIDIA H200 sm_90a nvrtc 13.0 simt bf16 d=128 mask=none Nq<=4096 Nk<=4096".
 FLASHRTC_API std::string to_string(const TuningKey& key);
-
-/// The largest bucket: 2^62, the largest power of two an int64 holds with room to double.
-inline constexpr std::int64_t kMaxSeqlenBucket = std::int64_t{1} << 62;
-
-/// The smallest power of two >= seqlen: 3000 and 4096 share the bucket 4096, 4097 does not; 1 for
-/// seqlen <= 1. Throws Error(kInvalidArgument) naming the range for seqlen > kMaxSeqlenBucket.
-FLASHRTC_API std::int64_t seqlen_bucket(std::int64_t seqlen);
 
 /// The key of a call on the named GPU and arch, with this process's NVRTC version and family (by name), or when
 /// family is empty the family the call runs on there (select_kernel_family: throws Error(kUnsupported) when

@@ -70,6 +70,10 @@ FLASHRTC_API std::vector<int> warm_head_dims(const KernelFamily& family);
 /// a mask argument) with the mask's default tile for arch's shared memory (and the short-key-sequence default
 /// where it differs), then every tuned entry of the tuning database for arch and this NVRTC version (unless
 /// with_tuned is false), without duplicates; the defaults come first.
-FLASHRTC_API std::vector<ForwardSpec> warm_forward_specs(const std::string& arch, bool with_tuned = true);
+FLASHRTC_API std::vector<KernelSpec> warm_specs(const std::string& arch, bool with_tuned = true);
+[[deprecated("renamed warm_specs: it warms every operation's kernels")]] inline std::vector<KernelSpec>
+warm_forward_specs(const std::string& arch, bool with_tuned = true) {
+  return warm_specs(arch, with_tuned);
+}
 
 }  // namespace flashrtc

@@ -3,8 +3,8 @@
 // (dim, seq, head, batch), one box being one swizzle panel of `rows` rows.
 #include <cstdint>
 
-#include "flashrtc/attention.hpp"
-#include "tensor_map.hpp"
+#include "driver/tensor_map.hpp"
+#include "flashrtc/attention_params.hpp"
 
 namespace flashrtc::detail {
 

@@ -2,8 +2,8 @@
 // kernel_sources/flashrtc/attention_backward_dq_mma.cuh.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
-#include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/mma_backward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -23,7 +23,7 @@ KernelFamily describe() {
   f.priority = 10;
   f.header = "flashrtc/attention_backward_dq_mma.cuh";
   f.kernel_template = "flashrtc::attention_backward_dq_mma";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {1, 2, 4, 8}, {1, 2}};
   // Not yet timed on a GPU: chosen by the register budget (dQ, S and dP accumulators per thread,
   // MmaBackwardDqShape::accumulator_floats). Every default compiles without spills for sm_80 and sm_90a.

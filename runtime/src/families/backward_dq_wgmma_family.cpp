@@ -3,9 +3,9 @@
 // it cannot take (head dims off its grid, strides no TMA map describes) fall back to that family.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
-#include "families/forward_launch.hpp"
 #include "families/hopper_rules.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/wgmma_backward_dq_shape.cuh"
 
 namespace flashrtc::detail {
@@ -29,7 +29,7 @@ KernelFamily describe() {
   use_hopper_rules(f, 128);
   f.header = "flashrtc/attention_backward_dq_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_backward_dq_wgmma";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.tile_axes = {{64, 128}, {32, 48, 64, 80, 96, 128}, {8, 12}, {2, 3, 4}};
   // Two consumer warp groups, K and V in three stages, the widest key tile the tune on an H200 preferred that
   // fits 240 registers without spills under each mask (d = 64 with 128 keys spills under a causal mask).

@@ -1,9 +1,7 @@
 #pragma once
 // The launches of the backward families, which share kernel::BackwardParams (backward_params.cuh). Their
 // build_launch takes a BackwardLaunch: the validated call and the workspaces attention_backward allocated.
-#include <vector>
-
-#include "flashrtc/attention_backward.hpp"
+#include "flashrtc/attention_params.hpp"
 #include "flashrtc/kernel_family.hpp"
 
 namespace flashrtc::detail {
@@ -13,11 +11,6 @@ struct BackwardLaunch {
   float* d_rows = nullptr;    // [batch, heads_q, seqlen_q]: D = rowsum(dO * O)
   float* dq_accum = nullptr;  // [batch, heads_q, seqlen_q, head_dim] fp32, or null in deterministic mode
 };
-
-// The template parameters of the row passes (backward_rows.cuh): <T, kHeadDim, kBlockM, kWarps>.
-inline std::vector<TemplateArg> backward_rows_template_args() {
-  return {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kWarps};
-}
 
 // KernelFamily::build_launch of the kernels with one thread block per (batch, kv head, block_n keys): the
 // main kernel. Throws Error(kInvalidArgument) when the grid would exceed 2^31 - 1 blocks (as every builder

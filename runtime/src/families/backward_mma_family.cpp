@@ -2,8 +2,8 @@
 // kernel_sources/flashrtc/attention_backward_mma.cuh.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
-#include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/mma_backward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -24,7 +24,7 @@ KernelFamily describe() {
   f.header = "flashrtc/attention_backward_mma.cuh";
   f.kernel_template = "flashrtc::attention_backward_mma";
   f.template_args =
-      forward_block_template_args();  // the same list: <T, d, block_m, block_n, warps, stages, mask>
+      attention_template_args();  // the same list: <T, d, block_m, block_n, warps, stages, mask>
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {1, 2, 4, 8}, {1, 2}};
   // Chosen by the register budget (dK, dV, S^T and dP^T accumulators per thread,
   // MmaBackwardShape::accumulator_floats) and shared memory, then `flashrtc tune --op bwd --space full` on an

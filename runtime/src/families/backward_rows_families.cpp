@@ -3,6 +3,7 @@
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/rows_shape.cuh"
 
 namespace flashrtc::detail {

@@ -2,8 +2,8 @@
 // mode's dQ pass, kernel_sources/flashrtc/attention_backward_simt.cuh.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
-#include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/simt_backward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -21,7 +21,7 @@ KernelFamily describe_common() {
   f.min_cc = 80;
   f.priority = 0;
   f.header = "flashrtc/attention_backward_simt.cuh";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.tile_axes = {{8, 16, 32, 64, 128}, {8, 16, 32, 64, 128}, {1, 2, 4, 8}, {1}};
   return f;
 }

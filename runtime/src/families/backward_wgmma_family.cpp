@@ -3,9 +3,9 @@
 // cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall back to that family.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
-#include "families/forward_launch.hpp"
 #include "families/hopper_rules.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/wgmma_backward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -30,7 +30,7 @@ KernelFamily describe() {
   use_hopper_rules(f, 128);
   f.header = "flashrtc/attention_backward_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_backward_wgmma";
-  f.template_args = forward_block_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
   f.tile_axes = {{32, 48, 64, 80, 96, 112, 128}, {128, 192}, {12, 16}, {2, 3}};
   // Two consumer warp groups of 64 keys; the widest query block whose S^T and dP^T fit beside dK and dV in
   // 232 registers without spills (ptxas for sm_90a), as `tune --op bwd --space full` on an H200 ranked them

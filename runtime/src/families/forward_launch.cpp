@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "flashrtc/attention.hpp"
+#include "flashrtc/attention_params.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
 

@@ -1,20 +1,11 @@
 #pragma once
 // The launch of the forward families that share kernel::ForwardParams (forward_params.cuh) and
 // ForwardBlock's grid (forward_block.cuh): one thread block per (batch, head, query block).
-#include <vector>
-
-#include "flashrtc/attention.hpp"
+#include "flashrtc/attention_params.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/kernel_family.hpp"
 
 namespace flashrtc::detail {
-
-// The template parameters of those kernels: <T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask>. A function,
-// not a global: families are described on first use, which may come during another file's static initialization.
-inline std::vector<TemplateArg> forward_block_template_args() {
-  return {TemplateArg::kElementType, TemplateArg::kHeadDim, TemplateArg::kBlockM, TemplateArg::kBlockN,
-          TemplateArg::kWarps,       TemplateArg::kStages,  TemplateArg::kMask};
-}
 
 // The kernels' parameters for a call: one work tile per (batch, head, query block).
 // Throws Error(kInvalidArgument) when the tiles would exceed 2^31 - 1.

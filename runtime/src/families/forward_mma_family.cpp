@@ -3,6 +3,7 @@
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/mma_forward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -22,7 +23,7 @@ KernelFamily describe() {
   f.priority = 10;
   f.header = "flashrtc/attention_forward_mma.cuh";
   f.kernel_template = "flashrtc::attention_forward_mma";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.tile_axes = {{32, 64, 128, 256}, {16, 32, 48, 64, 96, 128}, {2, 4, 8}, {1, 2}};
   // bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096 (docs/PERFORMANCE.md). 4
   // warps of 32 query rows each, two blocks per SM, K and V double buffered. Every default compiles within

@@ -2,6 +2,7 @@
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
 #include "flashrtc/simt_forward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -21,7 +22,7 @@ KernelFamily describe() {
   f.priority = 0;
   f.header = "flashrtc/attention_forward_simt.cuh";
   f.kernel_template = "flashrtc::attention_forward_simt";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {2, 4, 8}, {1, 2}};
   // fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md). Every default compiles within
   // kDefaultMaxRegisters registers and without spills, every mask, for each arch it applies to

@@ -10,7 +10,8 @@
 #include "families/forward_launch.hpp"
 #include "families/hopper_rules.hpp"
 #include "families/shape_rules.hpp"
-#include "flashrtc/attention.hpp"
+#include "families/template_args.hpp"
+#include "flashrtc/attention_params.hpp"
 #include "flashrtc/wgmma_forward_shape.cuh"
 
 namespace flashrtc::detail {
@@ -90,14 +91,14 @@ KernelFamily describe() {
   use_hopper_rules(f, 256);
   f.header = "flashrtc/attention_forward_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_forward_wgmma";
-  f.template_args = forward_block_template_args();
+  f.template_args = attention_template_args();
   f.template_args.push_back(TemplateArg::kPersistent);
   f.tile_axes = {{128, 192, 256}, {64, 80, 96, 112, 128, 144, 160, 176, 192}, {12, 16, 20}, {2, 3}};
   // Consumer warp groups of 64 query rows: two; three or four at d = 64 (FlashAttention-3's 192-row tile, and
   // 256x64 for short unmasked calls); three for long calls at d = 96 and unmasked at d = 128. K and V in two or
   // three stages; block_n as large as O, S and P fit in the consumers' registers and the tiles in 227 KiB.
   // bf16 on an H200, B = 4, H = 2048 / d, N = 4096, `flashrtc tune --space full`, and `flashrtc bench` over
-  // PERF.md's grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
+  // the standard grid for d = 64 (docs/PERFORMANCE.md). Every default compiles without spills for sm_90a under
   // each mask its row serves.
   // d = 128 below 4k keys: 128x128 on two consumer groups, under every mask. From 4k three groups without a
   // mask (192x80), two under a causal one (128x160).
@@ -115,7 +116,7 @@ KernelFamily describe() {
        "d=64 causal: 192x128 against 128x128 / 192x112 (H200, bf16 and fp16, "
        "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%; 4k-16k +4-6% "
        "over 192x112 on the persistent grid (docs/measurements/issue9/uniform_group.md). Up to 1k keys four "
-       "consumer groups, 256x64x20x2: +3% at 512 and 1k over 192x128, -4% at 2k (bf16, at 5d360e4)"},
+       "consumer groups, 256x64x20x2: +3% at 512 and 1k over 192x128, -4% at 2k (bf16)"},
       {96,
        {{{192, 96, 16, 3}, 0, 2048}, {{128, 128, 12, 2}}},
        "d=96: from 2k keys three consumer groups, 192x96x16x3: bf16 and fp16 on an H200, compare.py +1 to +13% "
@@ -125,15 +126,16 @@ KernelFamily describe() {
        {{{192, 80, 16, 3}, 0, 4096}, d128_short},
        "d=128 unmasked: from 4k keys three consumer groups, 192x80x16x3: bf16 / fp16 on an H200, compare.py "
        "+5.9 / +3.8% over 128x160 at 8k, +6.5 / +7.6% at 16k, +2.5% sustained at the power cap "
-       "(three_groups_d96_d128.md); at 4k +1.3 / +1.5% since the rescale wait's branch on the step, -0.6% at 2k "
-       "(rescale_branch_synccheck.md). Below, as under a causal mask",
+       "(three_groups_d96_d128.md); at 4k +1.3 / +1.5%, at 2k -0.6% (rescale_branch_synccheck.md). Below, as "
+       "under a causal mask",
        {MaskKind::kNone}},
       {128,
        {{{128, 160, 12, 2}, 0, 4096}, d128_short},
        "d=128: 634 (causal 535); 128x128 626 (530), 128x176 625 (541); below 4096 keys 128x128, whose key "
        "tiles do not overhang the sequence (160-key tiles compute 25% padding at 512 keys), and at 2k keys "
        "causal +4% over 128x160 (short_causal_defaults.md). Causal on 192x80: -2 to +5% at 4k-16k, -1.7 / -2.6% "
-       "at 2k (three_groups_d96_d128.md), and since the step branch -1 to +4% at 2k-16k"},
+       "at 2k (three_groups_d96_d128.md); -1 to +4% at 2k-16k with the rescale wait branching on the step "
+       "(rescale_branch_synccheck.md)"},
       {160,
        {{{128, 128, 12, 2}}},
        "d=160: 128x128 over 128x112, compare.py on an H200, bf16 and fp16 512-16k keys, both masks: +2.0% "
@@ -158,8 +160,7 @@ KernelFamily describe() {
       {224,
        {{{128, 96, 12, 2}}},
        "d=224: 128x96 over 128x80, compare.py on an H200, bf16 / fp16 512-16k keys: +0.4 to +5.8% unmasked, "
-       "+1.4 to +4.8% causal (it spilled under a causal mask before the rescale wait's branch on the step; "
-       "docs/measurements/issue9/rescale_branch_synccheck.md)"},
+       "+1.4 to +4.8% causal (docs/measurements/issue9/rescale_branch_synccheck.md)"},
       {256,
        {{{128, 80, 12, 2}}},
        "d=256 unmasked: 740 in `flashrtc run` (B=4, H=8, N=4096) against 698-706 for 128x64",
@@ -168,9 +169,9 @@ KernelFamily describe() {
        {{{128, 64, 12, 2}}},
        "d=256: 645 (causal 548) in the sweep; 128x80 spills 40-56 bytes under a causal mask"},
   };
-  // A persistent grid hides each work tile's prologue and epilogue under its neighbours' work. Under a
-  // causal mask its tile loop had cost the main loop 1-9% from 4k keys while ptxas kept the shared-memory
-  // descriptors out of uniform registers; since the warp group index is uniform (65600df) it wins there too.
+  // A persistent grid hides each work tile's prologue and epilogue under its neighbours' work, under a causal
+  // mask too: the warp group index is uniform, so ptxas keeps the shared-memory descriptors in uniform
+  // registers across the tile loop.
   f.persistent = {
       {{MaskKind::kNone},
        0,

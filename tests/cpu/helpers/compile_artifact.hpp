@@ -3,8 +3,8 @@
 // for tests that write, corrupt or inspect entries themselves.
 #include <string>
 
-#include "kernel_artifact.hpp"
-#include "nvrtc_compiler.hpp"
+#include "compile/kernel_artifact.hpp"
+#include "compile/nvrtc_compiler.hpp"
 
 namespace flashrtc::test {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 
 namespace flashrtc::test {
 

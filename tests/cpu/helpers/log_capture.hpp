@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "log.hpp"
+#include "support/log.hpp"
 
 namespace flashrtc::test {
 

@@ -8,7 +8,7 @@
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "flashrtc/config.hpp"
 #include "flashrtc/tuning_db.hpp"
-#include "tuning_db_file.hpp"
+#include "tuning/tuning_db_file.hpp"
 
 namespace flashrtc::test {
 

@@ -1,7 +1,7 @@
 #pragma once
 // A backward call checked against the reference gradients: fresh random q, k, v and dO, the forward's o and
 // lse from the double reference (o rounded to the dtype, lse to fp32: the inputs a training step hands the
-// kernels), gradients poisoned with NaN, and DESIGN.md's tolerance rule on dQ, dK and dV
+// kernels), gradients poisoned with NaN, and the tolerance rule (flashrtc_reference::Comparison) on dQ, dK and dV
 // (reference::compare_gradients against reference::backward and its input-precision model).
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 // `flashrtc run --check`: the kernel's o and lse against the double reference for a sample of
-// (batch, head) pairs, by DESIGN.md's tolerance rule, plus a scan for outputs the kernel never wrote.
+// (batch, head) pairs, by the tolerance rule (flashrtc_reference::Comparison), plus a scan for outputs the kernel never wrote.
 #include <cstdint>
 #include <cstdio>
 #include <map>

@@ -1,0 +1,65 @@
+#pragma once
+/// The parameters of an attention call: its tensors, shapes and options, for the forward (ForwardParams) and
+/// the backward (BackwardParams). Plain data; the entry points are in attention.hpp and
+/// attention_backward.hpp.
+#include <cstdint>
+#include <optional>
+
+#include "flashrtc/export.hpp"
+#include "flashrtc/tile.hpp"
+#include "flashrtc/types.hpp"
+
+namespace flashrtc {
+
+/// A 4-d device tensor [batch, seq, head, dim] given by its pointer and element strides, so [B,N,H,d],
+/// [B,H,N,d] and padded views are all described without copies.
+struct TensorRef {
+  const void* data = nullptr;
+  std::int64_t stride_batch = 0, stride_seq = 0, stride_head = 0, stride_dim = 1;
+
+  /// Contiguous [B, N, H, d].
+  FLASHRTC_API static TensorRef bnhd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
+  /// Contiguous [B, H, N, d] (PyTorch's SDPA layout).
+  FLASHRTC_API static TensorRef bhnd(const void* data, std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
+};
+
+struct ForwardParams {
+  DType dtype = DType::kFloat32;  ///< of q, k, v and o alike
+  std::int64_t batch = 0;
+  std::int64_t seqlen_q = 0, seqlen_kv = 0;
+  std::int64_t heads_q = 0, heads_kv = 0;  ///< heads_q % heads_kv == 0 (GQA, MQA)
+  std::int64_t head_dim = 0;               ///< a multiple of 8 up to 256
+  TensorRef q, k, v;                       ///< q [B, Nq, Hq, d]; k, v [B, Nk, Hkv, d]
+  TensorRef o;                             ///< [B, Nq, Hq, d], written
+  float* lse = nullptr;  ///< optional [B, Hq, Nq] float32, contiguous: natural-log sum of exp of scaled scores
+  std::optional<float> softmax_scale;      ///< default 1/sqrt(head_dim)
+  MaskKind mask = MaskKind::kNone;
+  void* stream = nullptr;                  ///< CUstream / cudaStream_t; null is the legacy default stream
+  std::optional<TileConfig> config;        ///< explicit tile; else FLASHRTC_CONFIG, tuned, default (config_resolution.hpp)
+};
+
+struct BackwardParams {
+  DType dtype = DType::kFloat32;  ///< of q, k, v, o, d_o and the gradients alike
+  std::int64_t batch = 0;
+  std::int64_t seqlen_q = 0, seqlen_kv = 0;
+  std::int64_t heads_q = 0, heads_kv = 0;  ///< heads_q % heads_kv == 0 (GQA, MQA)
+  std::int64_t head_dim = 0;               ///< a multiple of 8 up to 256
+  TensorRef q, k, v;                       ///< the forward's inputs: q [B, Nq, Hq, d]; k, v [B, Nk, Hkv, d]
+  TensorRef o;                             ///< the forward's output [B, Nq, Hq, d]
+  TensorRef d_o;                           ///< gradient of the loss by o, [B, Nq, Hq, d]
+  const float* lse = nullptr;  ///< required: the forward's lse, [B, Hq, Nq] float32, contiguous
+  TensorRef d_q;               ///< written: [B, Nq, Hq, d]
+  TensorRef d_k, d_v;          ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
+  std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
+  MaskKind mask = MaskKind::kNone;     ///< the forward's
+  /// Same bits on every run: no floating-point atomics. Every call is deterministic today (the atomic-free dQ
+  /// pass measured faster on Hopper); the flag keeps the promise should an atomic mode become the default.
+  bool deterministic = false;
+  void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
+  std::optional<TileConfig> config;  ///< explicit tile for the main kernel; else tuned or default
+  /// Explicit tile for the separate dQ pass (Operation::kBackwardDq); else tuned or default. The atomic
+  /// mode's conversion takes none.
+  std::optional<TileConfig> dq_config;
+};
+
+}  // namespace flashrtc

@@ -1,0 +1,41 @@
+#include "flashrtc/attention.hpp"
+
+#include "driver/launch.hpp"
+#include "flashrtc/config_resolution.hpp"
+#include "flashrtc/error.hpp"
+#include "ops/call_plan.hpp"
+#include "ops/forward_validation.hpp"
+#include "tuning/resolution_internal.hpp"
+
+namespace flashrtc {
+
+double attention_flops(const ForwardParams& p) {
+  const double flops = 4.0 * p.batch * p.heads_q * p.seqlen_q * p.seqlen_kv * p.head_dim;
+  return p.mask == MaskKind::kNone ? flops : flops / 2;
+}
+
+KernelSpec select_forward_spec(const ForwardParams& params) {
+  validate_forward(params);
+  const ConfigQuery query = config_query(params);
+  const DeviceTarget target = current_device_target().value_or(no_device_target());
+  const ConfigResolution resolution = detail::resolve_call(query, target);
+  const CallPlan plan = detail::make_plan(query, resolution, target);
+  // The grid check of a launch, without launching.
+  LaunchShape shape;
+  KernelArgs args;
+  plan.family->build_launch(plan, &params, shape, args);
+  return plan.spec;
+}
+
+void attention_forward(const ForwardParams& p) {
+  // The per-call path: argument checks, one memo lookup, the launch. The tile (explicit one included) is
+  // checked when the call is first resolved, not on every call.
+  detail::validate_forward_arguments(p);
+  const detail::PreparedCall& call = detail::prepare_call(config_query(p));
+  LaunchShape shape;
+  KernelArgs args;
+  call.plan.family->build_launch(call.plan, &p, shape, args);
+  detail::launch_family_kernel(call.function, shape, static_cast<CUstream>(p.stream), args);
+}
+
+}  // namespace flashrtc
