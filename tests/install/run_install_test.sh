@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, builds host/example against it the way an outside project
-# would (find_package(flashrtc)), and runs it and the installed `flashrtc` command. Usage:
+# Installs the build into a temporary prefix, builds host/example and an externally registered kernel family
+# (external_family/) against it the way an outside project would (find_package(flashrtc)), and runs them and
+# the installed `flashrtc` command. Usage:
 #   run_install_test.sh <build dir> <source dir>
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
@@ -35,6 +36,12 @@ esac
 
 step "run the example"
 "$work/example/app"
+
+step "a kernel family registered from outside, built against the installed library alone"
+quiet cmake -S "$source_dir/tests/install/external_family" -B "$work/external_family" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+quiet cmake --build "$work/external_family"
+"$work/external_family/external_family" "$source_dir/tests/cpu/data/toy_copy_v.cuh"
 
 if [[ -x $prefix/bin/flashrtc ]]; then  # absent when configured with -DFLASHRTC_BUILD_HOST=OFF
   step "run the installed flashrtc command"
