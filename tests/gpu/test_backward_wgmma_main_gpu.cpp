@@ -1,11 +1,12 @@
 // The Hopper backward main kernel (bwd-wgmma: dK and dV by TMA and wgmma) against the reference gradients:
 // the head dims and dtypes it serves, every mask, GQA, odd lengths, both layouts, padded views and its own
-// tile space. Skips unless the GPU is an sm_90a one.
+// tile space. Every case needs an sm_90a GPU; elsewhere the suite reports them skipped.
 #include <doctest/doctest.h>
 
 #include <vector>
 
 #include "flashrtc/flashrtc.hpp"
+#include "gpu_requirements.hpp"
 #include "support/backward_case.hpp"
 
 using namespace flashrtc;
@@ -16,10 +17,6 @@ using flashrtc::testing::Layout;
 using flashrtc::testing::make_backward_case;
 
 namespace {
-
-bool on_hopper() {
-  return current_device().arch == "sm_90a";
-}
 
 // GQA and MQA, Nq != Nk both ways (rows without keys under the bottom-right mask), lengths that are no
 // multiple of any tile, a single row, and more query blocks than the ring has stages.
@@ -32,11 +29,7 @@ constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKi
 
 }  // namespace
 
-TEST_CASE("the default backward main kernel on sm_90a is bwd-wgmma for d = 64, 96, 128, bwd-mma beyond") {
-  if (!on_hopper()) {
-    MESSAGE("skipped: not an sm_90a GPU");
-    return;
-  }
+TEST_CASE("the default backward main kernel on sm_90a is bwd-wgmma for d = 64, 96, 128, bwd-mma beyond" * FLASHRTC_NEEDS_SM90A) {
   BackwardParams p;
   p.batch = 1, p.seqlen_q = p.seqlen_kv = 256, p.heads_q = p.heads_kv = 2;
   alignas(16) static unsigned char dummy[16];
@@ -45,15 +38,14 @@ TEST_CASE("the default backward main kernel on sm_90a is bwd-wgmma for d = 64, 9
       p.dtype = dtype, p.head_dim = d;
       p.q = p.k = p.v = p.o = p.d_o = p.d_q = p.d_k = p.d_v = TensorRef::bnhd(dummy, 256, 2, d);
       const ConfigResolution r =
-          resolve_forward_config(config_query(p, Operation::kBackward), *current_device_target());
+          resolve_config(config_query(p, Operation::kBackward), *current_device_target());
       INFO(to_string(dtype) << " d=" << d);
       REQUIRE(r.family != nullptr);
       CHECK(r.family->name == (d <= 128 ? "bwd-wgmma" : "bwd-mma"));
     }
 }
 
-TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes") {
-  if (!on_hopper()) return;
+TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes" * FLASHRTC_NEEDS_SM90A) {
   std::vector<BackwardCase> cases;
   int i = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
@@ -78,8 +70,7 @@ TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes"
   for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
-TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs") {
-  if (!on_hopper()) return;
+TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs" * FLASHRTC_NEEDS_SM90A) {
   // Narrow and wide query steps, three consumer groups (192 keys), a three-stage ring.
   const TileConfig tiles[] = {{32, 128, 12, 2}, {48, 192, 16, 2}, {64, 128, 12, 3}, {80, 128, 12, 2}};
   std::vector<BackwardCase> cases;

@@ -10,16 +10,17 @@
 #include <utility>
 #include <vector>
 
-#include "context.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "cpu/helpers/runtime_test_util.hpp"
-#include "driver_api.hpp"
+#include "driver/context.hpp"
+#include "driver/driver_api.hpp"
+#include "driver/launch.hpp"
+#include "driver/stream_scratch.hpp"
+#include "driver/tensor_map.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
-#include "launch.hpp"
-#include "nvrtc_compiler.hpp"
-#include "stream_scratch.hpp"
-#include "tensor_map.hpp"
+#include "gpu_requirements.hpp"
 
 using namespace flashrtc;
 using test::expect_error;
@@ -97,10 +98,6 @@ CUfunction toy_function(const std::string& name) {
   return loaded[name] = function;
 }
 
-bool hopper_or_newer() {
-  return detail::current_context().cc_major >= 9;
-}
-
 template <typename T>
 std::vector<T> read_back(const DeviceBuffer& buffer, std::size_t count) {
   device_synchronize();
@@ -118,7 +115,7 @@ LaunchShape one_dim(unsigned blocks, unsigned threads) {
 
 }  // namespace
 
-TEST_CASE("launch_kernel with and without a thread block cluster") {
+TEST_CASE("launch_kernel without a cluster: each block is its own cluster of one") {
   constexpr unsigned kBlocks = 8;
   DeviceBuffer out(2 * kBlocks * sizeof(unsigned));
   void* out_ptr = out.data();
@@ -126,19 +123,24 @@ TEST_CASE("launch_kernel with and without a thread block cluster") {
   const CUfunction function = toy_function("record_cluster");
 
   detail::launch_kernel(function, one_dim(kBlocks, 32), nullptr, args);
-  std::vector<unsigned> got = read_back<unsigned>(out, 2 * kBlocks);
+  const std::vector<unsigned> got = read_back<unsigned>(out, 2 * kBlocks);
   for (unsigned b = 0; b < kBlocks; ++b) {
     CHECK(got[2 * b] == 0);
     CHECK(got[2 * b + 1] == 1);
   }
-  if (!hopper_or_newer()) {
-    MESSAGE("clusters need sm_90: cluster launch not checked on this GPU");
-    return;
-  }
+}
+
+TEST_CASE("launch_kernel with a thread block cluster of two" * FLASHRTC_NEEDS_SM90) {
+  constexpr unsigned kBlocks = 8;
+  DeviceBuffer out(2 * kBlocks * sizeof(unsigned));
+  void* out_ptr = out.data();
+  void* args[] = {&out_ptr};
+  const CUfunction function = toy_function("record_cluster");
+
   LaunchShape clustered = one_dim(kBlocks, 32);
   clustered.cluster[0] = 2;
   detail::launch_kernel(function, clustered, nullptr, args);
-  got = read_back<unsigned>(out, 2 * kBlocks);
+  const std::vector<unsigned> got = read_back<unsigned>(out, 2 * kBlocks);
   for (unsigned b = 0; b < kBlocks; ++b) {
     CAPTURE(b);
     CHECK(got[2 * b] == b % 2);
@@ -167,11 +169,7 @@ TEST_CASE("dynamic shared memory above 48 KiB needs the function's limit raised"
   CHECK(read_back<unsigned>(out, 1)[0] == (words - 1) * 3u);
 }
 
-TEST_CASE("a tensor map passed as a __grid_constant__ parameter is read by TMA") {
-  if (!hopper_or_newer()) {
-    MESSAGE("TMA needs sm_90: not checked on this GPU");
-    return;
-  }
+TEST_CASE("a tensor map passed as a __grid_constant__ parameter is read by TMA" * FLASHRTC_NEEDS_SM90) {
   // fp32 [40 rows][100 columns], value = row * 1000 + column.
   constexpr int kRows = 40, kCols = 100;
   std::vector<float> host(kRows * kCols);

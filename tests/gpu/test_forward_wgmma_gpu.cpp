@@ -1,5 +1,5 @@
 // The Hopper (wgmma) forward family against the Eigen reference: its own tile space, the head dims it
-// serves, and the calls it hands to the mma.sync family. Skips unless the GPU is an sm_90a one.
+// serves, and the calls it hands to the mma.sync family. Every case needs an sm_90a GPU; elsewhere the suite reports them skipped.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "flashrtc/flashrtc.hpp"
 #include "flashrtc/wgmma_forward_shape.cuh"
+#include "gpu_requirements.hpp"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;
@@ -17,10 +18,6 @@ using flashrtc::testing::ForwardCase;
 using flashrtc::testing::Layout;
 
 namespace {
-
-bool on_hopper() {
-  return current_device().arch == "sm_90a";
-}
 
 void check(const ForwardCase& c) {
   const auto result = flashrtc::testing::run_forward_case(c);
@@ -36,7 +33,7 @@ const KernelFamily& wgmma() {
 }
 
 // The spec a case's call resolves to: contiguous tensors of its shape (the pointers are never read).
-ForwardSpec spec_of(const ForwardCase& c) {
+KernelSpec spec_of(const ForwardCase& c) {
   alignas(16) static unsigned char dummy[16];
   ForwardParams p;
   p.dtype = c.dtype, p.head_dim = c.head_dim, p.mask = c.mask, p.batch = c.batch, p.heads_q = c.heads_q,
@@ -47,21 +44,20 @@ ForwardSpec spec_of(const ForwardCase& c) {
 }
 
 // The wgmma kernel's shape for a spec of that family.
-WgmmaForwardShape shape_of(const ForwardSpec& spec) {
+WgmmaForwardShape shape_of(const KernelSpec& spec) {
   return {spec.head_dim, spec.tile.block_m, spec.tile.block_n, spec.tile.warps, spec.tile.stages, spec.persistent};
 }
 
 }  // namespace
 
-TEST_CASE("the default forward on sm_90a is the wgmma family where it serves, mma elsewhere") {
-  if (!on_hopper()) return;
+TEST_CASE("the default forward on sm_90a is the wgmma family where it serves, mma elsewhere" * FLASHRTC_NEEDS_SM90A) {
   ForwardParams p;
   p.dtype = DType::kBFloat16, p.batch = 1, p.seqlen_q = p.seqlen_kv = 256, p.heads_q = p.heads_kv = 2;
   alignas(16) static unsigned char dummy[16];
   for (int d : {32, 64, 96, 128, 200, 256}) {
     p.head_dim = d;
     p.q = p.k = p.v = p.o = TensorRef::bnhd(dummy, 256, 2, d);
-    const ForwardSpec spec = select_forward_spec(p);
+    const KernelSpec spec = select_forward_spec(p);
     CHECK_MESSAGE(spec.family->name == (d % 32 == 0 && d >= 64 ? "wgmma" : "mma"), "d=" << d);
   }
   // A broadcast head stride (one K/V row set for all heads) is no TMA map: the call runs on mma.
@@ -71,8 +67,7 @@ TEST_CASE("the default forward on sm_90a is the wgmma family where it serves, mm
   CHECK(select_forward_spec(p).family->name == "mma");
 }
 
-TEST_CASE("wgmma: dtypes x head dims x masks x GQA x odd lengths x layouts") {
-  if (!on_hopper()) return;
+TEST_CASE("wgmma: dtypes x head dims x masks x GQA x odd lengths x layouts" * FLASHRTC_NEEDS_SM90A) {
   struct Shape {
     std::int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv;
     Layout layout;
@@ -97,10 +92,9 @@ TEST_CASE("wgmma: dtypes x head dims x masks x GQA x odd lengths x layouts") {
         }
 }
 
-TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
+TEST_CASE("wgmma: negative, zero and large softmax scales under every mask" * FLASHRTC_NEEDS_SM90A) {
   // The kernel folds the scale into the exponent and takes a row's minimum score under a negative scale; a
   // masked score must still weigh 0, and a zero scale weigh every visible key alike.
-  if (!on_hopper()) return;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 128, 256})
       for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
@@ -114,12 +108,11 @@ TEST_CASE("wgmma: negative, zero and large softmax scales under every mask") {
           }
 }
 
-TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its rows cannot see") {
+TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its rows cannot see" * FLASHRTC_NEEDS_SM90A) {
   // With key tiles no wider than the rows after a block's first group, on a persistent grid, the first groups
   // hand the block's last key tiles back unread (and, ping-ponging, pass their turns), and groups whose rows
   // lie past the end all of them (192-row blocks over 1000 or 2048 queries, 256-row ones over 129 or 190);
   // bottom-right masks with fewer keys than queries leave groups with no key at all beside groups with some.
-  if (!on_hopper()) return;
   struct Shape {
     std::int64_t seqlen_q, seqlen_kv;
   };
@@ -140,8 +133,7 @@ TEST_CASE("wgmma: under a causal mask a consumer group skips the key tiles its r
     }
 }
 
-TEST_CASE("wgmma: every tile the tuner may pick computes the same function") {
-  if (!on_hopper()) return;
+TEST_CASE("wgmma: every tile the tuner may pick computes the same function" * FLASHRTC_NEEDS_SM90A) {
   const DeviceInfo device = current_device();
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128, 256}) {
@@ -156,8 +148,7 @@ TEST_CASE("wgmma: every tile the tuner may pick computes the same function") {
     }
 }
 
-TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager and in a graph") {
-  if (!on_hopper()) return;
+TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager and in a graph" * FLASHRTC_NEEDS_SM90A) {
   // 3 x 8 x 12 = 288 tiles of 128 rows, more than an H100's or H200's 132 SMs: blocks claim several each,
   // and each call (each graph replay) must start from a fresh counter.
   Stream stream;
@@ -172,7 +163,7 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
         p.seqlen_kv = keys;
         p.q = p.o = TensorRef::bnhd(dummy, 1500, 8, d);
         p.k = p.v = TensorRef::bnhd(dummy, keys, 2, d);
-        const ForwardSpec spec = select_forward_spec(p);
+        const KernelSpec spec = select_forward_spec(p);
         CHECK(spec.family->name == "wgmma");
         CHECK_MESSAGE(spec.persistent, "d=" << d << " keys=" << keys);
       }
@@ -186,13 +177,12 @@ TEST_CASE("wgmma: under a causal mask blocks claim tiles from a counter, eager a
     }
 }
 
-TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buffer, under every mask") {
+TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buffer, under every mask" * FLASHRTC_NEEDS_SM90A) {
   // One Q slot per group on a persistent grid (d >= 160, or wide key tiles): each tile's O is stored from the
   // buffers of its last K and V, and the producer's load into that stage two loads later waits for the store.
   // Under a causal mask tiles differ in key tiles (one key tile: the wait falls in the next tile but one),
   // groups skip the diagonal's last key tiles (128x64), and bottom-right masks over fewer keys than queries
   // leave tiles without keys, which store from the Q slot. More tiles than SMs; eager and in a graph.
-  if (!on_hopper()) return;
   struct Shape {
     int head_dim;
     std::optional<TileConfig> tile;
@@ -214,7 +204,7 @@ TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buf
       c.dtype = DType::kBFloat16, c.head_dim = s.head_dim, c.mask = mask, c.config = s.tile;
       c.batch = 3, c.heads_q = 8, c.heads_kv = 2, c.seqlen_q = s.seqlen_q, c.seqlen_kv = s.seqlen_kv;
       c.seed = 61 + s.head_dim;
-      const ForwardSpec spec = spec_of(c);
+      const KernelSpec spec = spec_of(c);
       REQUIRE(spec.family->name == "wgmma");
       if (mask != MaskKind::kNone) {
         REQUIRE(spec.persistent);
@@ -226,14 +216,13 @@ TEST_CASE("wgmma: with one Q slot per group O leaves through the last K or V buf
     }
 }
 
-TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph") {
+TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, eager and in a graph" * FLASHRTC_NEEDS_SM90A) {
   // Not a whole number of rounds: the three-group kernels cut the last round's tiles into key tiles and share
   // them out over every block (stream-K), the pieces merged by the block that holds each tile's last key tiles.
   // More tiles than SMs: few units per block (1000 keys on 64-key tiles: a tile in up to 16 pieces) and long
   // runs over several tiles (4500 keys on 80-key tiles). Fewer tiles than SMs (decode, few heads): every tile
   // split over one block per SM, blocks with empty runs (fewer units than blocks). GQA, odd lengths, both
   // layouts, lse.
-  if (!on_hopper()) return;
   const int sms = current_device().multiprocessors;
   struct Shape {
     int head_dim;
@@ -262,7 +251,7 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
       alignas(16) static unsigned char dummy[16];
       p.q = p.o = TensorRef::bnhd(dummy, p.seqlen_q, 2, s.head_dim);
       p.k = p.v = TensorRef::bnhd(dummy, p.seqlen_kv, 1, s.head_dim);
-      const ForwardSpec spec = select_forward_spec(p);
+      const KernelSpec spec = select_forward_spec(p);
       REQUIRE(spec.family->name == "wgmma");
       REQUIRE(shape_of(spec).splits_last_round(0));
       const int m_blocks = static_cast<int>((s.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m);
@@ -286,11 +275,10 @@ TEST_CASE("wgmma: without a mask the partial last round is split by key tiles, e
     }
 }
 
-TEST_CASE("wgmma: split calls on two streams at once finish, each with the single call's bits") {
+TEST_CASE("wgmma: split calls on two streams at once finish, each with the single call's bits" * FLASHRTC_NEEDS_SM90A) {
   // A block that merges a split tile waits only for lower-numbered blocks of its own grid; two split grids
   // sharing the SMs (each with blocks resident and waiting) must still both finish. Six calls alternate
   // between two streams without synchronizing; every output must equal the first call's, run alone.
-  if (!on_hopper()) return;
   const int sms = current_device().multiprocessors;
   ForwardParams p;
   p.dtype = DType::kBFloat16, p.head_dim = 128, p.batch = 1, p.seqlen_q = 700, p.seqlen_kv = 4500;
@@ -317,7 +305,7 @@ TEST_CASE("wgmma: split calls on two streams at once finish, each with the singl
   p.k = TensorRef::bnhd(k.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
   p.v = TensorRef::bnhd(v.data(), p.seqlen_kv, p.heads_kv, p.head_dim);
   p.o = p.q;  // for the spec only: each call below writes its own output
-  const ForwardSpec spec = select_forward_spec(p);
+  const KernelSpec spec = select_forward_spec(p);
   REQUIRE(shape_of(spec).splits_last_round(0));
 
   constexpr int kCalls = 6;
