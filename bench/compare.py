@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flashrtc against its peers, in one process, on the same tensors, by PERF.md's protocol.
+"""flashrtc against its peers, in one process, on the same tensors, by the protocol of docs/PERFORMANCE.md.
 
 For each shape: fresh random normal q, k, v ([B, H, N, d], the peers' layout); flashrtc's output checked
 against a more precise reference (float32 for 16-bit inputs; its max abs error must be at most twice that
@@ -10,11 +10,11 @@ each warmed first so compile and autotune time stay out. TFLOP/s = 4 B H N^2 d (
 
 --op bwd: the backward instead, every provider through autograd on the same leaves (flashrtc's operator,
 SDPA's backends; triton-fa2 has none): "bwd" rows time o.backward(dout) from a saved forward (2.5x the
-forward's FLOPs, PERF.md's convention), "fwd+bwd" rows a fresh forward and its backward (3.5x). flashrtc's
+forward's FLOPs: five products against two), "fwd+bwd" rows a fresh forward and its backward (3.5x). flashrtc's
 dq, dk, dv are checked first like its output (against float32 SDPA-efficient gradients; float64 math
 for fp32 inputs), by the same rule with SDPA's gradients in the inputs' dtype as the peer.
 
-Default: PERF.md's standard grid (16k tokens, model dim 2048, N 512..16k, d 64 and 128, causal and not) in
+Default: the standard grid (16k tokens, model dim 2048, N 512..16k, d 64 and 128, causal and not) in
 bf16 and fp16, plus d = 96 and d = 256 rows (H = 2048 // d), with each peer where it accepts the shape.
 
     python3 bench/compare.py                                  # the table, ratios flashrtc / peer
@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RATIO_PEERS = ("sdpa-flash", "sdpa-cudnn", "triton-fa2")  # the issue's ratio columns
 DEFAULT_PEERS = RATIO_PEERS + ("sdpa-efficient",)
-BACKWARD_PEERS = ("sdpa-flash", "sdpa-cudnn")  # the peers with a backward: PERF.md's
-# FLOPs of each timed mode, in forwards (PERF.md: a backward counts 2.5 forwards).
+BACKWARD_PEERS = ("sdpa-flash", "sdpa-cudnn")  # the peers with a backward
+# FLOPs of each timed mode, in forwards (a backward counts 2.5 forwards: five products against two).
 MODE_FORWARDS = {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}
 MODES = {"fwd": ("fwd",), "bwd": ("bwd", "fwd+bwd")}  # --op: the modes it times
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -104,7 +104,7 @@ def grid(dtypes, head_dims, seqlens, causals, shapes=None):
 
 
 def allowed_error(peer_err, max_ref, eps):
-    """DESIGN.md's rule with SDPA as the same computation in the input precision; eps floored at 1e-5 for
+    """The tolerance rule (flashrtc_reference::Comparison) with SDPA as the same computation in the input precision; eps floored at 1e-5 for
     fp32, whose peers may round differently (TF32 splitting, exp2 approximations)."""
     return 2.0 * peer_err + max(eps, 1e-5) * max(max_ref, 1e-3)
 

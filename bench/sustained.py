@@ -3,7 +3,7 @@
 
 Each variant runs back to back for --seconds, timed by CUDA events in 0.25 s windows. Variants are interleaved
 over --rounds, and the first second of each run is dropped: the board reaches its power cap within it. The
-report is the median TFLOP/s of the remaining windows (PERF.md's FLOPs). With nvidia-smi on PATH, the SM clock
+report is the median TFLOP/s of the remaining windows (4 B H Nq Nk d FLOPs, halved when causal). With nvidia-smi on PATH, the SM clock
 and board power it samples every 100 ms are averaged over the same windows. docs/measurements/issue9/
 power_cap.md explains why a long call's burst figure and its sustained one differ.
 

@@ -1,7 +1,7 @@
 // The backward as the kernels compute it at their input precision: fp32 arithmetic on the given inputs, P
 // rounded to the element type before P^T dO and dS before dS K and dS^T Q (the tensor-core operands; a no-op
 // for fp32), dK and dV summed over a GQA group in fp32, outputs rounded to the element type. Its error
-// against the double gradients is the budget of DESIGN.md's tolerance rule for the backward kernels.
+// against the double gradients is the budget of the tolerance rule (Comparison) for the backward kernels.
 #include <cmath>
 #include <future>
 #include <stdexcept>

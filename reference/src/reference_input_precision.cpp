@@ -1,7 +1,7 @@
 // The forward computation as a kernel performs it at its input precision: fp32 scores and softmax (exp2 with
 // the scale folded in), P rounded to the element type before the P V product as a tensor-core MMA needs it,
 // fp32 accumulation, output rounded to the element type. Its error against the double reference is the
-// budget of DESIGN.md's tolerance rule.
+// budget of the tolerance rule (Comparison).
 #include <algorithm>
 #include <cmath>
 #include <limits>

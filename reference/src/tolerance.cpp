@@ -1,4 +1,4 @@
-// DESIGN.md's tolerance rule: a kernel may be off the double reference by twice what the same computation at
+// The tolerance rule (Comparison in attention_reference.hpp): a kernel may be off the double reference by twice what the same computation at
 // the kernel's input precision is off, plus a floor relative to the data's magnitude.
 #include <algorithm>
 #include <cmath>

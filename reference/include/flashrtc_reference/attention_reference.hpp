@@ -1,6 +1,6 @@
 #pragma once
 /// CPU reference attention (Eigen). Double precision is the truth every kernel is checked against; the
-/// "input precision" variant gives the error budget of the tolerance rule (DESIGN.md, Tests).
+/// "input precision" variant gives the error budget of the tolerance rule (Comparison, below).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -113,7 +113,7 @@ float bf16_bits_to_float(std::uint16_t bits);
 /// x rounded to dtype and back to double.
 double round_to(DType dtype, double x);
 
-/// DESIGN.md's tolerance rule: the kernel's max abs error against the double reference must be at most
+/// The tolerance rule every kernel is held to: the kernel's max abs error against the double reference must be at most
 /// twice the error of the input-precision reference plus abs_floor * max|reference|. NaN or Inf never passes
 /// unless the reference has it at the same place (-inf lse).
 struct Comparison {
