@@ -57,7 +57,7 @@ backward_kernel = backward_for_operator  # the backward operator's CUDA implemen
 
 # Defined and implemented with torch.library.Library rather than torch.library.custom_op: the same operators
 # (schemas, fake implementations, autograd formula through torch.library.register_autograd), without the
-# Python wrappers custom_op puts around each kernel call (docs/measurements/issue10/host_cost_python.md).
+# Python wrappers custom_op puts around each kernel call (bench/dispatch_floor.py measures both).
 _LIBRARY = torch.library.Library("flashrtc", "DEF")
 _LIBRARY.define("attention_forward(Tensor q, Tensor k, Tensor v, SymInt mask, float? scale, str layout, SymInt[] tile, "
                 "bool deterministic) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
@@ -118,7 +118,7 @@ def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
 class _EagerAttention(torch.autograd.Function):
     """The operator's autograd formula (_save, _backward_arguments) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
-    trips cost several times a whole SDPA call of host time (docs/measurements/issue10/host_cost_python.md).
+    trips cost several times a whole SDPA call of host time (bench/dispatch_floor.py measures both).
     forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
     deterministic) are the backward's."""
 

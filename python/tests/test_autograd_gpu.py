@@ -1,10 +1,10 @@
 """flashrtc's backward through PyTorch on a GPU: loss.backward() through flashrtc.attention against autograd
 through SDPA's math backend in float64 (the inputs cast), with SDPA in the inputs' dtype setting the
-tolerance (DESIGN.md's rule: at most twice the peer's error, plus eps(dtype) x max|reference|); fp16, bf16
-and fp32, every mask, GQA and MQA, Nq != Nk, odd lengths, both layouts. Then: the deterministic mode's
-bits, torch.compile(fullgraph=True) forward and backward against eager, torch.library.opcheck of both
-operators, and attention_backward's bad input on real tensors (InvalidArgumentError naming the tensor,
-gradients untouched).
+tolerance (at most twice the peer's error, plus eps(dtype) x max|reference|: a correct kernel's rounding,
+with room to round differently); fp16, bf16 and fp32, every mask, GQA and MQA, Nq != Nk, odd lengths, both
+layouts. Then: the deterministic mode's bits, torch.compile(fullgraph=True) forward and backward against
+eager, torch.library.opcheck of both operators, and attention_backward's bad input on real tensors
+(InvalidArgumentError naming the tensor, gradients untouched).
 
 Run: python3 python/tests/test_autograd_gpu.py (with FLASHRTC_LIBRARY set, or the library found otherwise).
 Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.

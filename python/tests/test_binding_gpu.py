@@ -1,8 +1,8 @@
 """The Python binding on a GPU, against PyTorch: flashrtc.attention's o and lse against a float64 reference,
-with PyTorch's scaled_dot_product_attention on the same inputs setting the tolerance (DESIGN.md's rule:
-at most twice the peer's error, plus eps(dtype) x max|o|). fp16 and bf16 (fp32 too), causal top-left
-and bottom-right, GQA and MQA, Nq != Nk, both layouts and strided views, explicit scales, out=/lse_out=,
-PyTorch's current stream, the array-interface and DLPack paths.
+with PyTorch's scaled_dot_product_attention on the same inputs setting the tolerance (at most twice the
+peer's error, plus eps(dtype) x max|o|: a correct kernel's rounding, with room to round differently). fp16
+and bf16 (fp32 too), causal top-left and bottom-right, GQA and MQA, Nq != Nk, both layouts and strided
+views, explicit scales, out=/lse_out=, PyTorch's current stream, the array-interface and DLPack paths.
 
 Run: python3 python/tests/test_binding_gpu.py   (with FLASHRTC_LIBRARY set, or the library found
 otherwise, see README). Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
