@@ -8,6 +8,21 @@ torch.library operator under autograd and torch.compile.
     o, lse = flashrtc.attention(q, k, v, return_lse=True)
     flashrtc.attention(q, k, v, is_causal=True).sum().backward()   # q.grad, k.grad, v.grad
 """
+# The modules, each importing only modules above it (python/tests/test_imports_cpu.py checks it):
+#   _errors       the exception classes, one per status of the C API
+#   _library      finding and loading libflashrtc.so; the C API's structs and constants in ctypes
+#   _bounds       range checks of the integers bound for C fields
+#   _streams      CUstream handles from the stream objects of Python libraries
+#   _tensors      what flashrtc reads of a torch, __cuda_array_interface__ or DLPack tensor
+#   _torch_api    the torch functions the per-call paths use, looked up once (torch is optional)
+#   _arguments    the options and tensor rules: causal as a mask, scale, tile, layout, SDPA's keywords
+#   _marshal      views into C tensor structs, the call's stream, prepared calls, launches and their errors
+#   _signatures   the forward's and the backward's prepared structs per torch signature
+#   _forward      one flashrtc_attention_forward call: prepare() and launch()
+#   _backward     attention_backward: one flashrtc_attention_backward call
+#   _torch_ops    the torch.library operators and eager autograd (imports torch: loaded at first need)
+#   _attention    flashrtc.attention: a plain launch, or autograd's or torch.compile's operator
+#   transformers  flashrtc as a Hugging Face transformers attention implementation
 from ._attention import attention
 from ._backward import attention_backward
 from ._errors import (CacheIoError, CompileDisallowedError, DriverError, FlashrtcError, InternalError,

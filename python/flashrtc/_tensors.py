@@ -28,14 +28,14 @@ def is_torch_tensor_type(cls: type) -> bool:
     return any(c.__name__ == "Tensor" and c.__module__ == "torch" for c in cls.__mro__)
 
 
-_torch_types: dict = {}  # type -> whether it is a torch tensor type (the MRO walk, once per type)
+torch_types: dict = {}  # type -> whether it is a torch tensor type (the MRO walk, once per type)
 
 
 def kind_of(x) -> Optional[str]:
     cls = type(x)
-    torch_type = _torch_types.get(cls)
+    torch_type = torch_types.get(cls)
     if torch_type is None:
-        torch_type = _torch_types.setdefault(cls, is_torch_tensor_type(cls))
+        torch_type = torch_types.setdefault(cls, is_torch_tensor_type(cls))
     if torch_type:
         return KIND_TORCH
     if hasattr(x, "__cuda_array_interface__"):

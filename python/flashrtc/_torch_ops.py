@@ -9,7 +9,8 @@ real one) and the forward has register_autograd (saves q, k, v, o, lse; gradient
 implementations run eagerly, also under torch.compile, so they take PyTorch's current stream as any eager
 call does. torch.compile traces the operators; an eager call under autograd runs the same formula as an
 autograd.Function with the CUDA implementations called directly (_EagerAttention: a fraction of the host
-cost). flashrtc.attention imports this module (and so torch) only for a call that needs it.
+cost). The CUDA implementations are _forward's and _backward's launches; flashrtc.attention (_attention)
+imports this module, and so torch, only for a call that needs it.
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from typing import Tuple
 
 import torch
 
-from . import _attention, _backward
-from ._attention import CAUSAL_BY_MASK, LAYOUTS
+from ._arguments import CAUSAL_BY_MASK, LAYOUT_TEXT, LAYOUTS, check_flag, check_gqa, check_layout, mask_of, \
+    scale_of, tile_of
+from ._backward import backward_for_operator
 from ._errors import InvalidArgumentError, UnsupportedError
+from ._forward import forward_for_operator
 
 if not hasattr(torch.library, "register_autograd"):
     raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
@@ -32,7 +35,7 @@ def forward_outputs(q: Tensor, layout: str) -> Tuple[Tensor, Tensor]:
     """o and lse as the real forward allocates them (torch.empty_like(q); float32 [B, Hq, Nq] contiguous)."""
     if q.dim() != 4:
         raise InvalidArgumentError(f"q has shape {tuple(q.shape)}: expected 4 dims, "
-                                   f"{_attention._LAYOUT_TEXT[layout]} (layout={layout!r})")
+                                   f"{LAYOUT_TEXT[layout]} (layout={layout!r})")
     b, s, h, _ = LAYOUTS[layout]
     lse = torch.empty((q.shape[b], q.shape[h], q.shape[s]), dtype=torch.float32, device=q.device)
     return torch.empty_like(q), lse
@@ -46,10 +49,10 @@ def backward_outputs(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, T
 def forward_kernel(q, k, v, mask, scale, layout, tile, deterministic):
     """The forward operator's CUDA implementation: o and lse; tile: [] or (block_m, block_n, warps, stages);
     deterministic is for the backward (python/tests/stub_cuda.py registers it for CPU stand-ins too)."""
-    return _attention.forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
+    return forward_for_operator(q, k, v, CAUSAL_BY_MASK[mask], scale, layout, tile or None)
 
 
-backward_kernel = _backward.backward_for_operator  # the backward operator's CUDA implementation: dq, dk, dv
+backward_kernel = backward_for_operator  # the backward operator's CUDA implementation: dq, dk, dv
 
 
 # Defined and implemented with torch.library.Library rather than torch.library.custom_op: the same operators
@@ -115,7 +118,7 @@ def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
 class _EagerAttention(torch.autograd.Function):
     """The operator's autograd formula (_save, _backward_arguments) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
-    trips cost several times a whole SDPA call of host time (docs/measurements/issue10/host_cost_python.md).
+    trips cost several times a whole SDPA call of host time (bench/dispatch_floor.py measures both).
     forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
     deterministic) are the backward's."""
 
@@ -189,14 +192,14 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
         if not isinstance(t, torch.Tensor):
             raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
                                        "or torch.compile q, k and v must all be torch tensors")
-    _attention.check_layout(layout)
-    mask = _attention._mask(causal)
-    scale = _attention._scale(scale)
-    tile = list(_attention._tile(config)) if config is not None else []
+    check_layout(layout)
+    mask = mask_of(causal)
+    scale = scale_of(scale)
+    tile = list(tile_of(config)) if config is not None else []
     if q.dim() == 4 and k.dim() == 4:
         h = LAYOUTS[layout][2]
-        _attention.check_gqa(enable_gqa, q.shape[h], k.shape[h])
-    _attention.check_flag(deterministic, "deterministic")
+        check_gqa(enable_gqa, q.shape[h], k.shape[h])
+    check_flag(deterministic, "deterministic")
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
     if traced:

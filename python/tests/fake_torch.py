@@ -125,15 +125,15 @@ def build():
 def installed():
     """The fake as sys.modules["torch"], with flashrtc's cached torch lookups and signatures reset before
     and after."""
-    from flashrtc import _attention
+    from flashrtc import _signatures
     saved = sys.modules.get("torch")
     torch = build()
     sys.modules["torch"] = torch
-    _attention.reset_caches()
+    _signatures.reset_caches()
     try:
         yield torch
     finally:
-        _attention.reset_caches()
+        _signatures.reset_caches()
         if saved is None:
             del sys.modules["torch"]
         else:

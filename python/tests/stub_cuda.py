@@ -2,7 +2,7 @@
 (bench/host_overhead.py --stub-kernels, test_eager_cpu.py).
 
     stub_cuda.install(torch, forward, backward)   # for the rest of the process: run it in a process of its own;
-                                                  # again after _attention.reset_caches()
+                                                  # again after _signatures.reset_caches()
 
 Real torch, with every tensor saying it is on cuda:0 when Python asks (torch's own dispatch still sees the
 CPU), allocations asked for on cuda:0 made on the CPU, device 0 current with stream 0, the library's C
@@ -10,7 +10,7 @@ calls replaced by forward and backward (ctypes functions or Python callables tak
 operators' CUDA kernels registered for the CPU too. The library itself is loaded (FLASHRTC_LIBRARY): its
 struct defaults are the real ones.
 """
-from flashrtc import _attention, _library
+from flashrtc import _library, _torch_api
 
 _installed = []  # torch's changes and the CPU kernels: once per process
 
@@ -33,7 +33,7 @@ def install(torch, forward, backward) -> None:
                              ("attention_backward", _torch_ops.backward_kernel)):
             _torch_ops._LIBRARY.impl(name, kernel, "CPU")  # as the CUDA kernels are registered
         _installed.append(True)
-    real = _attention._torch_api()
-    _attention._torch_api_cache[:] = [real._replace(empty=torch.empty, current_device=lambda: 0,
-                                                    current_raw_stream=lambda index: 0)]
+    real = _torch_api.api()
+    _torch_api.cache[:] = [real._replace(empty=torch.empty, current_device=lambda: 0,
+                                         current_raw_stream=lambda index: 0)]
     library.forward, library.backward = forward, backward

@@ -1,10 +1,10 @@
 """flashrtc's backward through PyTorch on a GPU: loss.backward() through flashrtc.attention against autograd
 through SDPA's math backend in float64 (the inputs cast), with SDPA in the inputs' dtype setting the
-tolerance (DESIGN.md's rule: at most twice the peer's error, plus eps(dtype) x max|reference|); fp16, bf16
-and fp32, every mask, GQA and MQA, Nq != Nk, odd lengths, both layouts. Then: the deterministic mode's
-bits, torch.compile(fullgraph=True) forward and backward against eager, torch.library.opcheck of both
-operators, and attention_backward's bad input on real tensors (InvalidArgumentError naming the tensor,
-gradients untouched).
+tolerance (at most twice the peer's error, plus eps(dtype) x max|reference|: a correct kernel's rounding,
+with room to round differently); fp16, bf16 and fp32, every mask, GQA and MQA, Nq != Nk, odd lengths, both
+layouts. Then: the deterministic mode's bits, torch.compile(fullgraph=True) forward and backward against
+eager, torch.library.opcheck of both operators, and attention_backward's bad input on real tensors
+(InvalidArgumentError naming the tensor, gradients untouched).
 
 Run: python3 python/tests/test_autograd_gpu.py (with FLASHRTC_LIBRARY set, or the library found otherwise).
 Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
@@ -19,6 +19,7 @@ if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():  # python/tests in 
     sys.path.insert(0, str(_CHECKOUT_PYTHON))                   # sit next to the package instead
 
 import flashrtc  # noqa: E402
+import gpu_skip  # noqa: E402  (beside this file, in a checkout and in a staged copy)
 
 try:
     import torch
@@ -28,12 +29,7 @@ except ImportError:
     torch = None
 
 
-def skip_reason():
-    if torch is None:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
+SKIP = gpu_skip.reason(torch)  # why the suite cannot run here, or None
 
 
 def visible(nq, nk, causal, device):
@@ -76,7 +72,7 @@ def rand(*shape, dtype, device="cuda"):
     return torch.randn(*shape, dtype=dtype, device=device)
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class Gradients(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
@@ -156,7 +152,7 @@ class Gradients(unittest.TestCase):
             self.assertTrue(torch.equal(first, second), f"{name} differs between two deterministic runs")
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class Compile(unittest.TestCase):
     """torch.compile(fullgraph=True) (inductor) traces through flashrtc.attention without a graph break and
     gives eager's bits (the deterministic backward, so both runs can be compared bit for bit)."""
@@ -205,7 +201,7 @@ class Compile(unittest.TestCase):
                               (torch.randn_like(o), q, k, v, o, lse, 1, None, "bhnd", True))
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class BadInput(unittest.TestCase):
     """attention_backward on real tensors: InvalidArgumentError naming the tensor, gradients untouched."""
 
@@ -245,10 +241,7 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print(f"GPU TESTS SKIPPED: {reason}")
-        sys.exit(77)
+    gpu_skip.exit_unless_runnable(torch)
     print(f"flashrtc {flashrtc.library_version()} from {flashrtc.loaded_path()}; torch {torch.__version__}; "
           f"{torch.cuda.get_device_name()}")
     unittest.main()

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fake_torch  # noqa: E402
 import flashrtc  # noqa: E402  (after the path, like an installed package)
-from flashrtc import _attention, _backward, _library  # noqa: E402
+from flashrtc import _arguments, _attention, _backward, _forward, _library, _signatures  # noqa: E402
 assert not (INSTALLED and PYTHON_DIR in Path(flashrtc.__file__).resolve().parents), flashrtc.__file__
 from flashrtc._tensors import DLTensor  # noqa: E402
 
@@ -447,7 +447,7 @@ class Marshalling(unittest.TestCase):
 
     def test_bhnd_contiguous(self):
         q, k, v, o = qkvo(b=2, hq=4, hkv=2, nq=64, nk=128, d=64)
-        p = _attention.prepare(q, k, v, out=o).params
+        p = _forward.prepare(q, k, v, out=o).params
         self.assertEqual((p.dtype, p.batch, p.seqlen_q, p.seqlen_kv, p.heads_q, p.heads_kv, p.head_dim),
                          (1, 2, 64, 128, 4, 2, 64))
         self.assertEqual(p.q.data, q.interface["data"][0])
@@ -462,10 +462,10 @@ class Marshalling(unittest.TestCase):
     def test_bnhd_and_a_transposed_view_of_it_give_the_same_strides(self):
         b, n, h, d = 2, 64, 4, 128
         bnhd = FakeCai((b, n, h, d), "<f4")
-        p1 = _attention.prepare(bnhd, bnhd, bnhd, out=bnhd, layout="bnhd").params
+        p1 = _forward.prepare(bnhd, bnhd, bnhd, out=bnhd, layout="bnhd").params
         # [B, N, H, d] memory seen as [B, H, N, d] (x.transpose(1, 2) in torch): byte strides permuted.
         view = FakeCai((b, h, n, d), "<f4", strides=(n * h * d * 4, d * 4, h * d * 4, 4))
-        p2 = _attention.prepare(view, view, view, out=view).params
+        p2 = _forward.prepare(view, view, view, out=view).params
         for p in (p1, p2):
             self.assertEqual((p.dtype, p.seqlen_q, p.heads_q), (0, n, h))
             self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head, p.q.stride_dim),
@@ -473,60 +473,60 @@ class Marshalling(unittest.TestCase):
 
     def test_extent_one_dimensions_get_stride_zero(self):
         q = FakeCai((1, 1, 1, 64), strides=(2, 2, 2, 2))  # strides of extent-1 dims are meaningless
-        p = _attention.prepare(q, q, q, out=q).params
+        p = _forward.prepare(q, q, q, out=q).params
         self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head, p.q.stride_dim), (0, 0, 0, 1))
 
     def test_masks_tiles_scales_lse(self):
         q, k, v, o = qkvo()
         for causal, mask in ((False, 0), (True, 1), ("top-left", 1), ("bottom-right", 2), (0, 0), (1, 1)):
-            self.assertEqual(_attention.prepare(q, k, v, out=o, causal=causal).params.mask, mask)
+            self.assertEqual(_forward.prepare(q, k, v, out=o, causal=causal).params.mask, mask)
         for config in ((128, 64, 8, 2), {"block_m": 128, "block_n": 64, "warps": 8, "stages": 2}):
-            p = _attention.prepare(q, k, v, out=o, config=config).params
+            p = _forward.prepare(q, k, v, out=o, config=config).params
             self.assertEqual((p.block_m, p.block_n, p.warps, p.stages), (128, 64, 8, 2))
-        p = _attention.prepare(q, k, v, out=o).params
+        p = _forward.prepare(q, k, v, out=o).params
         self.assertEqual((p.has_softmax_scale, p.softmax_scale), (0, 0.0))  # the default, 1/sqrt(d)
         for scale in (-0.5, 0, 0.0, 3):
-            p = _attention.prepare(q, k, v, out=o, scale=scale).params
+            p = _forward.prepare(q, k, v, out=o, scale=scale).params
             self.assertEqual((p.has_softmax_scale, p.softmax_scale), (1, scale))
         lse = lse_for()
-        call = _attention.prepare(q, k, v, out=o, lse_out=lse)
+        call = _forward.prepare(q, k, v, out=o, lse_out=lse)
         self.assertEqual(call.params.lse, lse.interface["data"][0])
         self.assertIs(call.lse, lse)
         self.assertIs(call.out, o)
 
     def test_streams(self):
         q, k, v, o = qkvo()
-        self.assertIsNone(_attention.prepare(q, k, v, out=o).params.stream)  # legacy default
+        self.assertIsNone(_forward.prepare(q, k, v, out=o).params.stream)  # legacy default
 
         class TorchLikeStream:
             cuda_stream = 0xABC0
 
-        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=0x1230).params.stream, 0x1230)
-        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=TorchLikeStream()).params.stream, 0xABC0)
+        self.assertEqual(_forward.prepare(q, k, v, out=o, stream=0x1230).params.stream, 0x1230)
+        self.assertEqual(_forward.prepare(q, k, v, out=o, stream=TorchLikeStream()).params.stream, 0xABC0)
         named = FakeCai((2, 4, 64, 64), stream=0x5550)  # the producer's stream, from the interface
-        self.assertEqual(_attention.prepare(named, k, v, out=o).params.stream, 0x5550)
+        self.assertEqual(_forward.prepare(named, k, v, out=o).params.stream, 0x5550)
 
         class ProtocolStream:  # the CUDA stream protocol
             def __cuda_stream__(self):
                 return (0, 0x6660)
 
-        self.assertEqual(_attention.prepare(q, k, v, out=o, stream=ProtocolStream()).params.stream, 0x6660)
+        self.assertEqual(_forward.prepare(q, k, v, out=o, stream=ProtocolStream()).params.stream, 0x6660)
         with fake_torch.installed() as torch:  # a plain torch.Stream: its handle through torch.cuda.Stream
-            self.assertEqual(_attention.prepare(q, k, v, out=o, stream=torch.Stream(7)).params.stream, 0x5007)
+            self.assertEqual(_forward.prepare(q, k, v, out=o, stream=torch.Stream(7)).params.stream, 0x5007)
 
     def test_dlpack(self):
         shape_q, shape_kv = (2, 4, 64, 64), (2, 2, 128, 64)
         q = FakeDLPack(shape_q, byte_offset=256)
         k, v, o = FakeDLPack(shape_kv), FakeDLPack(shape_kv), FakeDLPack(shape_q)
-        p = _attention.prepare(q, k, v, out=o).params
+        p = _forward.prepare(q, k, v, out=o).params
         self.assertEqual(p.dtype, 2)  # bfloat16
         self.assertEqual(p.q.data, q.managed.dl_tensor.data + 256)
         self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (4 * 64 * 64, 64, 64 * 64))
         self.assertEqual(q.streams_seen, [1])  # DLPack's legacy default stream
-        _attention.prepare(q, k, v, out=o, stream=0x7770)
+        _forward.prepare(q, k, v, out=o, stream=0x7770)
         self.assertEqual(q.streams_seen[-1], 0x7770)
         strided = FakeDLPack(shape_q, strides=(64 * 4 * 64, 64, 4 * 64, 1))  # [B, N, H, d] memory as [B, H, N, d]
-        p = _attention.prepare(strided, k, v, out=o).params
+        p = _forward.prepare(strided, k, v, out=o).params
         self.assertEqual((p.q.stride_batch, p.q.stride_seq, p.q.stride_head), (64 * 4 * 64, 4 * 64, 64))
 
 
@@ -596,7 +596,7 @@ class TorchSignatureCache(unittest.TestCase):
         self.installed = fake_torch.installed()
         self.torch = self.installed.__enter__()
         self.library.forward = recorder
-        self.signatures = _attention._signatures
+        self.signatures = _signatures.forward_signatures
 
         self.operator_calls = []  # what would have gone to the torch.library operator (needs real torch)
 
@@ -617,7 +617,7 @@ class TorchSignatureCache(unittest.TestCase):
 
     def expected(self, *args, **kwargs):
         """The struct prepare() builds for this call, with the outputs' pointers of the last launch."""
-        return bytes(_attention.prepare(*args, **kwargs).params)
+        return bytes(_forward.prepare(*args, **kwargs).params)
 
     def same_but_pointers(self, got, want):
         got, want = _library.ForwardParams.from_buffer_copy(got), _library.ForwardParams.from_buffer_copy(want)
@@ -790,13 +790,13 @@ class BackwardSignatureCache(unittest.TestCase):
                     args = self.args(**variant)
                     grads = _backward.backward_for_operator(*args, *option)
                     mask, scale, layout, deterministic = option
-                    expected = _backward.prepare_backward(*args, causal=_attention.CAUSAL_BY_MASK[mask], scale=scale,
+                    expected = _backward.prepare_backward(*args, causal=_arguments.CAUSAL_BY_MASK[mask], scale=scale,
                                                           layout=layout, deterministic=deterministic, dq=grads[0],
                                                           dk=grads[1], dv=grads[2])
                     with self.subTest(variant=variant, option=option, repeat=repeat):
                         self.assertEqual(self.structs[-1], bytes(expected.params))
                         self.assertEqual([g.shape for g in grads], [x.shape for x in args[1:4]])
-        self.assertEqual(len(_backward._signatures), len(variants) * len(options))
+        self.assertEqual(len(_signatures.backward_signatures), len(variants) * len(options))
 
     def test_a_mismatch_is_refused_each_time(self):
         dout, q, k, v, o, lse = self.args()

@@ -1,8 +1,8 @@
 """The Python binding on a GPU, against PyTorch: flashrtc.attention's o and lse against a float64 reference,
-with PyTorch's scaled_dot_product_attention on the same inputs setting the tolerance (DESIGN.md's rule:
-at most twice the peer's error, plus eps(dtype) x max|o|). fp16 and bf16 (fp32 too), causal top-left
-and bottom-right, GQA and MQA, Nq != Nk, both layouts and strided views, explicit scales, out=/lse_out=,
-PyTorch's current stream, the array-interface and DLPack paths.
+with PyTorch's scaled_dot_product_attention on the same inputs setting the tolerance (at most twice the
+peer's error, plus eps(dtype) x max|o|: a correct kernel's rounding, with room to round differently). fp16
+and bf16 (fp32 too), causal top-left and bottom-right, GQA and MQA, Nq != Nk, both layouts and strided
+views, explicit scales, out=/lse_out=, PyTorch's current stream, the array-interface and DLPack paths.
 
 Run: python3 python/tests/test_binding_gpu.py   (with FLASHRTC_LIBRARY set, or the library found
 otherwise, see README). Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
@@ -17,6 +17,7 @@ if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():  # python/tests in 
     sys.path.insert(0, str(_CHECKOUT_PYTHON))                   # sit next to the package instead
 
 import flashrtc  # noqa: E402
+import gpu_skip  # noqa: E402  (beside this file, in a checkout and in a staged copy)
 
 try:
     import torch
@@ -25,12 +26,7 @@ except ImportError:
     torch = None
 
 
-def skip_reason():
-    if torch is None:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
+SKIP = gpu_skip.reason(torch)  # why the suite cannot run here, or None
 
 
 def rand(*shape, dtype, device="cuda"):
@@ -80,7 +76,7 @@ def sdpa(q, k, v, causal=False, scale=None):
     return torch.nan_to_num(o, nan=0.0)
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class Parity(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
@@ -195,7 +191,7 @@ class Parity(unittest.TestCase):
             flashrtc.attention(q, k, v, config=(64, 12, 4, 1))
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class CudaGraphs(unittest.TestCase):
     """flashrtc.attention inside torch.cuda.graph: the replay reads the inputs' current values and gives the
     eager call's bits."""
@@ -221,7 +217,7 @@ class CudaGraphs(unittest.TestCase):
                     self.assertTrue(torch.equal(o_graph, eager), "replayed output differs from the eager call")
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class Streams(unittest.TestCase):
     def setUp(self):
         if not hasattr(torch.cuda, "_sleep"):
@@ -287,7 +283,7 @@ class _DlpackOnly:
         return self.t.__dlpack_device__()
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class OtherInterfacesAndErrors(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(2)
@@ -337,10 +333,7 @@ class OtherInterfacesAndErrors(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print(f"GPU TESTS SKIPPED: {reason}")
-        sys.exit(77)
+    gpu_skip.exit_unless_runnable(torch)
     print(f"flashrtc {flashrtc.library_version()} from {flashrtc.loaded_path()}; torch {torch.__version__}; "
           f"{torch.cuda.get_device_name()}")
     unittest.main()

@@ -21,7 +21,7 @@ if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import flashrtc  # noqa: E402
-from flashrtc import _attention, _backward, _library  # noqa: E402
+from flashrtc import _arguments, _backward, _forward, _library, _signatures  # noqa: E402
 
 try:
     import torch
@@ -67,7 +67,7 @@ class EagerAutograd(unittest.TestCase):
     def setUp(self):
         CALLS.clear()
         STATUS[0] = 0
-        _attention.reset_caches()
+        _signatures.reset_caches()
         stub_cuda.install(torch, _recorder("forward"), _recorder("backward"))  # reset_caches forgot the stream
         self.checked_calls = []
         self.saved_attention = _torch_ops.attention
@@ -82,7 +82,7 @@ class EagerAutograd(unittest.TestCase):
 
     def expected_forward(self, q, k, v, o, lse, causal=False, scale=None, layout="bhnd"):
         with torch.no_grad():
-            return bytes(_attention.prepare(q, k, v, causal=causal, scale=scale, layout=layout, out=o, lse_out=lse,
+            return bytes(_forward.prepare(q, k, v, causal=causal, scale=scale, layout=layout, out=o, lse_out=lse,
                                             return_lse=True).params)
 
     def expected_backward(self, dout, q, k, v, o, lse, causal, scale, layout, deterministic):
@@ -94,7 +94,7 @@ class EagerAutograd(unittest.TestCase):
         cases = [dict(), dict(causal=True), dict(is_causal=True, scale=0.5), dict(causal="bottom-right"),
                  dict(layout="bnhd", scale=-2), dict(deterministic=True), dict(enable_gqa=True)]
         for options in cases:
-            _attention.reset_caches()
+            _signatures.reset_caches()
             stub_cuda.install(torch, _recorder("forward"), _recorder("backward"))
             q, k, v = leaves((1, 4, 5, 64), (1, 2, 9, 64), (1, 2, 9, 64))
             if options.get("layout") == "bnhd":
@@ -181,7 +181,7 @@ class BackwardCache(unittest.TestCase):
 
     def setUp(self):
         CALLS.clear()
-        _attention.reset_caches()
+        _signatures.reset_caches()
         stub_cuda.install(torch, _recorder("forward"), _recorder("backward"))
 
     def args(self, hq=4, hkv=2, n=5, d=64, dout_strides=None, layout="bhnd"):
@@ -204,12 +204,12 @@ class BackwardCache(unittest.TestCase):
                     with self.subTest(variant=variant, options=options):
                         p = _library.BackwardParams.from_buffer_copy(recorded("backward")[0])
                         self.assertEqual((p.d_q.data, p.d_k.data, p.d_v.data), tuple(g.data_ptr() for g in grads))
-                        call = _backward.prepare_backward(*args, causal=_attention.CAUSAL_BY_MASK[options[0]],
+                        call = _backward.prepare_backward(*args, causal=_arguments.CAUSAL_BY_MASK[options[0]],
                                                           scale=options[1], layout=options[2],
                                                           deterministic=options[3], dq=grads[0], dk=grads[1],
                                                           dv=grads[2])
                         self.assertEqual(recorded("backward")[0], bytes(call.params))
-        self.assertEqual(len(_backward._signatures), len(variants) * 3)
+        self.assertEqual(len(_signatures.backward_signatures), len(variants) * 3)
 
     def test_a_mismatch_is_refused_each_time(self):
         dout, q, k, v, o, lse = self.args()

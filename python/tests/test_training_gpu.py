@@ -26,6 +26,7 @@ if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():
     sys.path.insert(0, str(_CHECKOUT_PYTHON))
 
 import flashrtc  # noqa: E402
+import gpu_skip  # noqa: E402  (beside this file, in a checkout and in a staged copy)
 
 try:
     import torch
@@ -42,12 +43,7 @@ RELATIVE_FLOOR = 2e-3  # of the first loss: the absolute part of the tolerance
 LEARNED = 0.2  # the last loss must be below this fraction of the first
 
 
-def skip_reason():
-    if torch is None:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
+SKIP = gpu_skip.reason(torch)  # why the suite cannot run here, or None
 
 
 def flashrtc_attention(q, k, v):
@@ -100,7 +96,7 @@ def train(initial, attend, compile_model):
     return torch.stack(losses).double().cpu()
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class Training(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -129,10 +125,7 @@ class Training(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print(f"GPU TESTS SKIPPED: {reason}")
-        sys.exit(77)
+    gpu_skip.exit_unless_runnable(torch)
     print(f"flashrtc {flashrtc.library_version()} from {flashrtc.loaded_path()}; torch {torch.__version__}; "
           f"{torch.cuda.get_device_name()}")
     unittest.main()

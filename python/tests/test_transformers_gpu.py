@@ -16,13 +16,17 @@ if (_CHECKOUT_PYTHON / "flashrtc" / "__init__.py").exists():
 
 import flashrtc  # noqa: E402
 import flashrtc.transformers  # noqa: E402
+import gpu_skip  # noqa: E402  (beside this file, in a checkout and in a staged copy)
 
 try:
     import torch
+except ImportError:
+    torch = None
+try:
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
 except ImportError:
-    torch = transformers = None
+    transformers = None
 
 
 def no_grad(test):
@@ -30,12 +34,7 @@ def no_grad(test):
     return torch.no_grad()(test) if torch is not None else test
 
 
-def skip_reason():
-    if torch is None or transformers is None:
-        return "torch or transformers is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
+SKIP = gpu_skip.reason(torch, transformers=transformers)  # why the suite cannot run here, or None
 
 
 def small_llama(attn_implementation, dtype):
@@ -53,7 +52,7 @@ def small_llama(attn_implementation, dtype):
     return model
 
 
-@unittest.skipIf(skip_reason(), skip_reason() or "")
+@unittest.skipIf(SKIP, SKIP or "")
 class TransformersModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -108,8 +107,5 @@ class TransformersModel(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print(f"*** GPU TESTS SKIPPED: {reason} ***")
-        sys.exit(77)
+    gpu_skip.exit_unless_runnable(torch, transformers=transformers)
     unittest.main()
