@@ -3,9 +3,9 @@
 
 Each variant runs back to back for --seconds, timed by CUDA events in 0.25 s windows. Variants are interleaved
 over --rounds, and the first second of each run is dropped: the board reaches its power cap within it. The
-report is the median TFLOP/s of the remaining windows (4 B H Nq Nk d FLOPs, halved when causal). With nvidia-smi on PATH, the SM clock
-and board power it samples every 100 ms are averaged over the same windows. docs/measurements/issue9/
-power_cap.md explains why a long call's burst figure and its sustained one differ.
+report is the median TFLOP/s of the remaining windows (4 B H Nq Nk d FLOPs, halved when causal). With
+nvidia-smi on PATH, the SM clock and board power it samples every 100 ms are averaged over the same windows.
+docs/measurements/forward-hopper/power_cap.md explains why a long call's burst figure and its sustained one differ.
 
     python3 bench/sustained.py --shape 2,16,8192,128 cudnn default 192,80,16,3
     python3 bench/sustained.py --shape 32,16,512,128 --causal --dtype fp16 cudnn default

@@ -4,7 +4,7 @@
 In the main loop a consumer group issues S = Q K^T and O += P V, waits for S (WARPGROUP.DEPBAR.LE gsb0, 0x1),
 runs the softmax, and waits for P V (WARPGROUP.DEPBAR.LE gsb0, 0x0). For each such pair of waits this prints
 how many exponentials (MUFU.EX2) stand between them, i.e. run while P V may still run, and how many follow
-the second wait before the next product. docs/measurements/issue9/softmax_under_pv.md explains why it matters.
+the second wait before the next product. docs/measurements/forward-hopper/softmax_under_pv.md explains why it matters.
 
     cuobjdump -sass $FLASHRTC_CACHE_DIR/v3/sm_90a/<key>/kernel.cubin > k.sass   # on the GPU machine, or with
     python3 scripts/sass_softmax_overlap.py k.sass                              # Triton's bundled cuobjdump

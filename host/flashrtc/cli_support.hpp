@@ -14,7 +14,7 @@
 
 namespace flashrtc::cli {
 
-/// The command's contract with scripts (README): distinct codes so `make run` can tell a failed check
+/// The command's contract with scripts (docs/cli.md): distinct codes so `make run` can tell a failed check
 /// from a missing GPU.
 enum ExitCode : int { kExitOk = 0, kExitCheckFailed = 1, kExitUsage = 2, kExitDevice = 3 };
 /// The codes above as `flashrtc --help` lists them.

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // The warp group, read through a shuffle so that ptxas knows it is warp-uniform: what derives from it
   // (the group's Q and dO tiles) then stays in uniform registers with the wgmma descriptors, each stepped from its
   // tile's own by one add. On an H200, bf16, whole backward calls ran 1.5-7% faster with both
-  // (docs/measurements/issue9/uniform_group.md, the forward's finding).
+  // (docs/measurements/forward-hopper/uniform_group.md, the forward's finding).
   const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = tid / 32;
   const int lane = tid % 32;

@@ -129,13 +129,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // H200, bf16, with the flags below that it enables: d = 64 unmasked +4-6% from 2k keys, d = 256 unmasked
   // +3-4%, d = 256 causal +1-2% at 2k-8k keys; the ping-pong kernels (d <= 128, two groups) lost 1-2% and
   // d = 64 on four groups (256x64) 2-4% at 512-1k causal keys, so they keep the wait ahead
-  // (docs/measurements/issue9/softmax_under_pv.md).
+  // (docs/measurements/forward-hopper/softmax_under_pv.md).
   constexpr bool kSoftmaxUnderPV = !kPingPong && kConsumers <= 3;
 
   // Under a causal mask the producer loads K a key tile ahead of V (a consumer reads K(i) a step before V(i),
   // so K(i + 1) need not queue behind V(i)'s empty buffer), and on two consumer groups a step's Q K^T goes out
   // before the wait for the previous V. On an H200, bf16, causal 512-2k keys: +0.5 to +1.5% at d = 96-256
-  // (d = 160 -1% at 512), +2.8 to +3.2% at d = 224, +1.3% at d = 64 512 (docs/measurements/issue9/k_ahead.md).
+  // (d = 160 -1% at 512), +2.8 to +3.2% at d = 224, +1.3% at d = 64 512 (docs/measurements/forward-hopper/k_ahead.md).
   // Not without a mask: d = 256 there lost 1-2% from 2k keys, d = 128 (128x128) 1% at 2k. Three and four
   // groups wait for both before their products: their Q K^T ahead of the V wait lost 4-10% (192x128 at d = 64,
   // 2k keys and more).
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // in uniform registers with the wgmma descriptors, which it otherwise rebuilt in vector registers for each
   // product (12% fewer instructions at d = 64 causal 1k keys; on an H200, bf16, causal +9-11% at d = 64
   // 512-2k keys, +5-6% at d = 128 and 256; d = 64 unmasked +3% at 512-1k). Not elsewhere: d = 256 lost 2-5%
-  // (unmasked, and causal from 4k keys) (docs/measurements/issue9/uniform_group.md), until its exponentials
+  // (unmasked, and causal from 4k keys) (docs/measurements/forward-hopper/uniform_group.md), until its exponentials
   // ran under P V (kSoftmaxUnderPV): then +3-4% unmasked with the stepped descriptors below.
   constexpr bool kUniformGroup =
       kHeadDim == 64 || kSoftmaxUnderPV || (kMask != kernel::Mask::kNone && (kPersistent || kHeadDim <= 128));
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // A product's descriptor, `bytes` into the tile at `tile`: stepped by one add from the tile's own
   // (`first`), or built anew. Stepping ran faster on an H200 at d = 64 (+2-4%) and under a causal mask (d =
   // 256 +5-10% at 512-2k keys, d = 128 under 1%), but d = 256 without a mask lost 1-1.4% at 512-1k keys
-  // (docs/measurements/issue9/uniform_group.md) until kSoftmaxUnderPV, with which it gains (above).
+  // (docs/measurements/forward-hopper/uniform_group.md) until kSoftmaxUnderPV, with which it gains (above).
   constexpr bool kStepDescriptors = kHeadDim <= 128 || kMask != kernel::Mask::kNone || kSoftmaxUnderPV;
   const auto descriptor = [&](unsigned long long first, unsigned tile, unsigned bytes, unsigned leading) {
     return kStepDescriptors ? advance_descriptor(first, bytes)
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // d = 64 without a mask on four groups, where the exponentials bound the kernel: one row after the other
   // keeps the MUFU busy under the next row's max. On an H200 together ran 1-5% faster at d = 96 and 128 and
   // at d = 64 causal, within 1.5% either way at d = 256, and 3-4% slower at d = 64 without a mask (A/B over
-  // the grid: docs/measurements/issue9/softmax_rows.md) until the exponentials ran under P V there
+  // the grid: docs/measurements/forward-hopper/softmax_rows.md) until the exponentials ran under P V there
   // (kSoftmaxUnderPV: together +4-6% on 192x128 tiles).
   constexpr int kSoftmaxRows =
       kHeadDim == 64 && kMask == kernel::Mask::kNone && !kSoftmaxUnderPV ? 1 : 2;  // and chains per row

@@ -60,7 +60,7 @@ struct WgmmaForwardShape {
   // their key tiles (TileSchedule::kStrideSplit; the host decides per call): the three-group kernels of long
   // calls. On an H200 the split's code alone cost the two-group 128x128 kernel 1-2% at d = 128 and 512-1k
   // keys, and the four-group 256x64 0.8% at d = 64 and 512 keys, where their calls gain little from it
-  // (docs/measurements/issue9/stream_k.md).
+  // (docs/measurements/forward-hopper/stream_k.md).
   constexpr bool splits_last_round(int mask) const {
     return persistent && mask == 0 && consumer_groups() == 3;
   }

@@ -118,7 +118,8 @@ def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
 class _EagerAttention(torch.autograd.Function):
     """The operator's autograd formula (_save, _backward_arguments) for eager calls, with the CUDA
     implementations called directly: torch.library's Python autograd wrapper and two dispatcher round
-    trips cost several times a whole SDPA call of host time (bench/dispatch_floor.py measures both).
+    trips cost several times a whole SDPA call of host time (bench/dispatch_floor.py measures both;
+    docs/measurements/host-cost/host_cost_python.md).
     forward(q, k, v, run, options): run(q, k, v) gives (o, lse); options (mask, scale, layout,
     deterministic) are the backward's."""
 

@@ -813,7 +813,7 @@ class BackwardSignatureCache(unittest.TestCase):
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
 class HostOverheadBench(unittest.TestCase):
-    def test_the_fake_mode_runs_without_a_gpu(self):  # bench/host_overhead.py --fake, as the README says
+    def test_the_fake_mode_runs_without_a_gpu(self):  # bench/host_overhead.py --fake, as docs/python.md says
         script = PYTHON_DIR.parent / "bench" / "host_overhead.py"
         r = subprocess.run([sys.executable, str(script), "--fake", "--json", "--calls", "20", "--repetitions", "2"],
                            capture_output=True, text=True, timeout=60, env=dict(os.environ, FLASHRTC_LIBRARY=LIBRARY))

@@ -5,7 +5,7 @@ and bf16 (fp32 too), causal top-left and bottom-right, GQA and MQA, Nq != Nk, bo
 views, explicit scales, out=/lse_out=, PyTorch's current stream, the array-interface and DLPack paths.
 
 Run: python3 python/tests/test_binding_gpu.py   (with FLASHRTC_LIBRARY set, or the library found
-otherwise, see README). Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
+otherwise, see docs/python.md). Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
 """
 import math
 import sys

@@ -28,7 +28,7 @@ KernelFamily describe() {
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {1, 2, 4, 8}, {1, 2}};
   // Chosen by the register budget (dK, dV, S^T and dP^T accumulators per thread,
   // MmaBackwardShape::accumulator_floats) and shared memory, then `flashrtc tune --op bwd --space full` on an
-  // H200 (bf16, B=2, H=16, N=4096; docs/PERFORMANCE.md) where it was run. Every default compiles without
+  // H200 (bf16, B=2, H=16, N=4096; docs/performance-history.md) where it was run. Every default compiles without
   // spills and within kDefaultMaxRegisters (tests/cpu checks it).
   f.defaults = {
       {64,

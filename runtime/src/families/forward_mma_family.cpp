@@ -25,7 +25,7 @@ KernelFamily describe() {
   f.kernel_template = "flashrtc::attention_forward_mma";
   f.template_args = attention_template_args();
   f.tile_axes = {{32, 64, 128, 256}, {16, 32, 48, 64, 96, 128}, {2, 4, 8}, {1, 2}};
-  // bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096 (docs/PERFORMANCE.md). 4
+  // bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096 (docs/performance-history.md). 4
   // warps of 32 query rows each, two blocks per SM, K and V double buffered. Every default compiles within
   // kDefaultMaxRegisters registers and without spills, fp16 and bf16, every mask, for each arch it applies to
   // (tests/cpu/test_default_margin.cpp: sm_80, sm_90a, sm_100, sm_120; registers below from this build's

@@ -24,7 +24,7 @@ KernelFamily describe() {
   f.kernel_template = "flashrtc::attention_forward_simt";
   f.template_args = attention_template_args();
   f.tile_axes = {{16, 32, 64, 128}, {16, 32, 64, 128}, {2, 4, 8}, {1, 2}};
-  // fp32, B=2 H=16 N=4096 on an H200 (docs/PERFORMANCE.md). Every default compiles within
+  // fp32, B=2 H=16 N=4096 on an H200 (docs/performance-history.md). Every default compiles within
   // kDefaultMaxRegisters registers and without spills, every mask, for each arch it applies to
   // (tests/cpu/test_default_margin.cpp: sm_80, sm_90a, sm_100, sm_120; registers below from this build's
   // NVRTC 13.0.88).

@@ -33,7 +33,7 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   // Blocks that claim causal tiles take them in chunks of about one round of (batch, head) pairs, each chunk's
   // query blocks longest first across its pairs. On an H200, bf16 / fp16: +1.4 to +9% at d = 96-256 with 8 to
   // 66 query blocks per pair (1k-8k keys); with 4 (512 keys) -0.4 to -6%, at d = 64 -1 to +0.5%, and chunks
-  // of two pairs at 16k keys -8 to +6%: one pair at a time there (docs/measurements/issue9/causal_chunks.md).
+  // of two pairs at 16k keys -8 to +6%: one pair at a time there (docs/measurements/forward-hopper/causal_chunks.md).
   if (persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask)) && k.num_m_blocks >= 8 && p.head_dim > 64)
     k.causal_chunk = std::max(1, plan.multiprocessors / k.num_m_blocks);
   launch.grid[0] =
@@ -46,7 +46,7 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   // eighth of a tile's key tiles more (its pieces' Q loads, pipeline starts and epilogues, the merges, the
   // flags' memset): on an H200 that fits the partial rounds' gains (about 1% under the key-tile estimate at
   // 4k-16k keys) and the calls of 104-128 tiles on 132 SMs, where a split every tile needed cuts of 12% or
-  // more to gain (docs/measurements/issue9/stream_k.md). The host splits where the busiest block's key tiles,
+  // more to gain (docs/measurements/forward-hopper/stream_k.md). The host splits where the busiest block's key tiles,
   // with that cost, drop by 1% or more.
   if (persistent && kernel_shape.splits_last_round(static_cast<int>(p.mask))) {
     const int blocks = plan.multiprocessors;
@@ -109,19 +109,19 @@ KernelFamily describe() {
        "d=64 unmasked, bf16 512-16k keys: 370-494 TFLOP/s against 361-455 for 128x128x12x2 (+2% at 512, "
        "+8-10% from 2k); three stages 0.5-1.5% above two. Up to 1k keys four consumer groups, 256x64x20x3: "
        "bf16 and fp16 on an H200 +6.5-7% at 512 and 1k keys over 192x128, -2% at 2k "
-       "(docs/measurements/issue9/four_consumer_groups.md)",
+       "(docs/measurements/forward-hopper/four_consumer_groups.md)",
        {MaskKind::kNone}},
       {64,
        {{{192, 128, 16, 2}, 0, 2048}, {{256, 64, 20, 2}}},
        "d=64 causal: 192x128 against 128x128 / 192x112 (H200, bf16 and fp16, "
-       "docs/measurements/issue9/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%; 4k-16k +4-6% "
-       "over 192x112 on the persistent grid (docs/measurements/issue9/uniform_group.md). Up to 1k keys four "
+       "docs/measurements/forward-hopper/short_causal_defaults.md): 512 keys +0.4..+5%, 1k +2-3%, 2k +8%; 4k-16k +4-6% "
+       "over 192x112 on the persistent grid (docs/measurements/forward-hopper/uniform_group.md). Up to 1k keys four "
        "consumer groups, 256x64x20x2: +3% at 512 and 1k over 192x128, -4% at 2k (bf16)"},
       {96,
        {{{192, 96, 16, 3}, 0, 2048}, {{128, 128, 12, 2}}},
        "d=96: from 2k keys three consumer groups, 192x96x16x3: bf16 and fp16 on an H200, compare.py +1 to +13% "
        "over 128x128 at 2k-16k (both masks), +8% sustained at the power cap; 128x128 up to 1k keys (192x96 -2 to "
-       "-9% there) (docs/measurements/issue9/three_groups_d96_d128.md)"},
+       "-9% there) (docs/measurements/forward-hopper/three_groups_d96_d128.md)"},
       {128,
        {{{192, 80, 16, 3}, 0, 4096}, d128_short},
        "d=128 unmasked: from 4k keys three consumer groups, 192x80x16x3: bf16 / fp16 on an H200, compare.py "
@@ -145,7 +145,7 @@ KernelFamily describe() {
        {{{128, 112, 12, 2}, 0, 2048}, {{128, 64, 12, 2}}},
        "d=192 causal up to 1k keys: 128x64, whose first group skips the diagonal's last key tile and which "
        "holds two Q slots: bf16 on an H200 +13.7% at 512 keys and +6.3% at 1k over 128x112, 0.0% at 2k "
-       "(docs/measurements/issue9/o_in_kv.md)",
+       "(docs/measurements/forward-hopper/o_in_kv.md)",
        {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}},
       {192,
        {{{128, 112, 12, 2}}},
@@ -155,12 +155,12 @@ KernelFamily describe() {
       {224,
        {{{128, 96, 12, 2}, 0, 1024}, {{128, 64, 12, 2}}},
        "d=224 causal at 512 keys and fewer: 128x64, bf16 on an H200 +8.5% at 512 over 128x96, -0.6% at 1k, -4% "
-       "at 2k (docs/measurements/issue9/o_in_kv.md)",
+       "at 2k (docs/measurements/forward-hopper/o_in_kv.md)",
        {MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}},
       {224,
        {{{128, 96, 12, 2}}},
        "d=224: 128x96 over 128x80, compare.py on an H200, bf16 / fp16 512-16k keys: +0.4 to +5.8% unmasked, "
-       "+1.4 to +4.8% causal (docs/measurements/issue9/rescale_branch_synccheck.md)"},
+       "+1.4 to +4.8% causal (docs/measurements/sanitizers/rescale_branch_synccheck.md)"},
       {256,
        {{{128, 80, 12, 2}}},
        "d=256 unmasked: 740 in `flashrtc run` (B=4, H=8, N=4096) against 698-706 for 128x64",
@@ -179,8 +179,8 @@ KernelFamily describe() {
       {{MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight},
        0,
        "bf16 on an H200: +6-12% at 512 keys, +1-7% at 1k, +1-2% at 2k (d=64/128, "
-       "docs/measurements/issue9/causal_tile_scheduler.md); 4k-16k at 65600df d=64 +4-10%, d=128 0 to "
-       "+4.5%, d=256 +1-4% (docs/measurements/issue9/uniform_group.md)"},
+       "docs/measurements/forward-hopper/causal_tile_scheduler.md); 4k-16k d=64 +4-10%, d=128 0 to +4.5%, "
+       "d=256 +1-4% (docs/measurements/forward-hopper/uniform_group.md)"},
   };
   use_shape_rules<shape>(f);
   f.build_launch = build_launch;

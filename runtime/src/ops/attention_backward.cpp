@@ -6,7 +6,7 @@
 //   bwd-dq-convert                the workspace into d_q                                  (atomic mode);
 //   bwd-dq-wgmma / bwd-dq-mma     dQ in a separate atomic-free pass over query blocks     (default).
 // The separate pass is the default: measured faster on an H200 (bf16 d=128, N=4096: 168 TFLOP/s against the
-// atomic mode's 127; d=64 169 against 131; docs/PERFORMANCE.md), so every call is deterministic. The atomic
+// atomic mode's 127; d=64 169 against 131; docs/performance-history.md), so every call is deterministic. The atomic
 // mode stays for GPUs where it may win; kAtomicDq turns it on for non-deterministic calls (the Hopper main
 // kernel adds no dQ: that mode would first have to route those calls to bwd-mma).
 #include "flashrtc/attention_backward.hpp"
