@@ -256,7 +256,8 @@ int execute_compile(const CompileOptions& options) {
 Command add_compile_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "compile",
-      "compile forward specializations into the cache and print their resources (no GPU needed with --arch)");
+      "compile a call's forward kernel (--all: every default kernel, forward and backward) into the cache and "
+      "print their resources (no GPU needed with --arch)");
   auto options = std::make_shared<CompileOptions>();
   CLI::Option* dtype = app->add_option("--dtype", options->dtype, "element type")->check(dtype_validator());
   CLI::Option* head_dim =
