@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
         "serves_dtype, serves_head_dim, takes");
   check(toy.check_config(DType::kFloat32, 64, {32, 16, 3, 1}, kSmemBytesSm90).find("warps") != std::string::npos,
         "check_config names the field");
-  check(toy.config_space(DType::kFloat32, 64, kSmemBytesSm90).size() == 7, "config_space");
+  check(toy.config_space(DType::kFloat32, 64, kSmemBytesSm90).size() == 9, "config_space");
   check(toy.default_row(64, MaskKind::kNone).serves_mask(MaskKind::kNone) &&
             !toy.default_row(64, MaskKind::kNone).text().empty() && toy.default_row_note(64, MaskKind::kNone).empty(),
         "default_row, serves_mask, text, default_row_note");
