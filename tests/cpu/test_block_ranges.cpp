@@ -105,19 +105,20 @@ TEST_CASE("block ranges hold exactly the blocks with a visible pair") {
   check_every_mask<7, 5>();    // odd sizes: the arithmetic assumes no power of two
 }
 
-TEST_CASE("block ranges: lengths past 2^31 in the intermediate arithmetic") {
-  // Rows and keys near the int limit: diag, n0 - diag and row_end + diag are 64-bit.
-  constexpr int kLong = 2147483000;
-  const long long diag = mask_diag<kernel::Mask::kCausalBottomRight>(1, kLong);
-  CHECK(diag == kLong - 1);
-  // The one query row sees every key: every key block is seen by query block 0.
-  const BlockRange range = query_blocks_seeing<128, kernel::Mask::kCausalBottomRight>(kLong - 128, diag, 1);
+TEST_CASE("block ranges at the int limit: the arithmetic past 2^31 is 64-bit") {
+  // One query row before INT_MAX keys, bottom-right: diag = INT_MAX - 1, and row_end + diag passes 2^31.
+  constexpr int kKeys = 2147483647;
+  const long long diag = mask_diag<kernel::Mask::kCausalBottomRight>(1, kKeys);
+  CHECK(diag == kKeys - 1LL);
+  // The row sees every key: query block 0 sees the last key block, and the row every key block.
+  const BlockRange range = query_blocks_seeing<128, kernel::Mask::kCausalBottomRight>(kKeys - 127LL, diag, 1);
   CHECK(range.begin == 0);
   CHECK(range.end == 1);
-  CHECK(key_blocks_seen<128, kernel::Mask::kCausalBottomRight>(128, diag, kLong) == (kLong + 127) / 128);
-  // Top-left: key block at n0 is first seen by the query block holding row n0.
+  CHECK(key_blocks_seen<128, kernel::Mask::kCausalBottomRight>(128, diag, kKeys) == (kKeys + 127LL) / 128);
+  // Top-left: the key block at n0 is first seen by the query block holding row n0.
+  constexpr int kRows = 2147483000;
   const long long n0 = 1024LL * 1024 * 1024;
-  const BlockRange tl = query_blocks_seeing<128, kernel::Mask::kCausalTopLeft>(n0, 0, kLong);
+  const BlockRange tl = query_blocks_seeing<128, kernel::Mask::kCausalTopLeft>(n0, 0, kRows);
   CHECK(tl.begin == n0 / 128);
-  CHECK(tl.end == (kLong + 127) / 128);
+  CHECK(tl.end == (kRows + 127LL) / 128);
 }
