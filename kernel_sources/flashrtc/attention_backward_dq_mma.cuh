@@ -9,6 +9,7 @@
 // additions: the same bits on every run.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
@@ -50,11 +51,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(cons
   const int m_block = kCausal ? p.num_blocks - 1 - m_linear : m_linear;
   const long long m0 = static_cast<long long>(m_block) * kBlockM;
   const long long kv_head = head / p.kv_group;
-  const long long diag =
-      kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  long long n_end = p.seqlen_kv;
-  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
-  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, p.seqlen_kv);
 
   const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
   const T* do_ptr = static_cast<const T*>(p.d_o) + batch * p.do_stride_batch + head * p.do_stride_head;

@@ -16,6 +16,7 @@
 // element is one thread's fixed sequence of additions: the same bits on every run.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
@@ -80,11 +81,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int m_block = kCausal ? p.num_blocks - 1 - m_linear : m_linear;
   const long long m0 = static_cast<long long>(m_block) * kBlockM;
   const int kv_head = head / p.kv_group;
-  const long long diag =
-      kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  long long n_end = p.seqlen_kv;
-  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
-  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, p.seqlen_kv);
 
   if (tid == 0) {
     for (int g = 0; g < kConsumers; ++g) mbarrier_init(q_full(g), 1);

@@ -17,6 +17,7 @@
 // Query blocks stream through one or two buffers (`stages`); with one, the next block loads during dQ.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
@@ -40,7 +41,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
   constexpr int kDT = kShape.dim_slice() / 8;                // 8-column tiles of this warp's dK and dV
   constexpr int kDQ = kShape.rows().head_dim_padded() / 16;  // 16-column tiles of dQ
   constexpr int kNS = kBlockN / 16;                          // k-steps over keys (dQ)
-  constexpr bool kCausal = kMask != kernel::Mask::kNone;
   // S^T and dP^T unrolled whole at d >= 128 spill the causal kernels (12-32 bytes at 32 query rows, ptxas for
   // sm_80 and sm_90a); 4 k-steps at a time do not.
   constexpr int kUnrollKS = kKS > 4 ? 4 : kKS;
@@ -67,14 +67,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
   const int kv_head = bh % p.heads_kv;
   const long long batch = bh / p.heads_kv;
   const long long n0 = static_cast<long long>(n_block) * kBlockN;
-  const long long diag =
-      kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  // Query blocks whose rows all precede the first row that sees key n0 (i >= n0 - diag) are skipped.
-  const int num_m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
-  long long first_row = kCausal ? n0 - diag : 0;
-  if (first_row < 0) first_row = 0;
-  const int m_begin = first_row >= p.seqlen_q ? num_m_blocks : static_cast<int>(first_row / kBlockM);
-  const int m_count = num_m_blocks - m_begin;
+  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+  const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
+  const int m_begin = m_blocks.begin;
+  const int m_count = m_blocks.end - m_blocks.begin;
   const int total = m_count * p.kv_group;  // (query head, query block) pairs, heads outer
 
   const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;

@@ -10,6 +10,7 @@
 //                               tile, dQ += dS K in registers.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/mask.cuh"
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/simt_backward_shape.cuh"
@@ -45,7 +46,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_simt(const 
   constexpr int kPitch = kShape.row_pitch();
   constexpr int kSP = kShape.score_pitch();
   constexpr int kAcc = kBlockN * kHeadDim / kThreads;
-  constexpr bool kCausal = kMask != kernel::Mask::kNone;
 
   extern __shared__ __align__(16) float smem[];
   float* const k_s = smem;
@@ -63,13 +63,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_simt(const 
   const int kv_head = bh % p.heads_kv;
   const long long batch = bh / p.heads_kv;
   const long long n0 = static_cast<long long>(n_block) * kBlockN;
-  const long long diag =
-      kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  const int num_m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
-  long long first_row = kCausal ? n0 - diag : 0;  // the first query that sees key n0
-  if (first_row < 0) first_row = 0;
-  const int m_begin = first_row >= p.seqlen_q ? num_m_blocks : static_cast<int>(first_row / kBlockM);
-  const int m_count = num_m_blocks - m_begin;
+  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+  const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
+  const int m_begin = m_blocks.begin;
+  const int m_count = m_blocks.end - m_blocks.begin;
   const int total = m_count * p.kv_group;  // (query head, query block) pairs, heads outer
 
   const float* k_ptr = static_cast<const float*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
@@ -179,11 +176,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_simt(con
   const int m_block = kCausal ? p.num_blocks - 1 - m_linear : m_linear;
   const long long m0 = static_cast<long long>(m_block) * kBlockM;
   const long long kv_head = head / p.kv_group;
-  const long long diag =
-      kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-  long long n_end = p.seqlen_kv;
-  if (kCausal) n_end = min(n_end, m0 + kBlockM + diag);
-  const int num_n_blocks = n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, p.seqlen_kv);
 
   const float* q_ptr = static_cast<const float*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
   const float* do_ptr =

@@ -17,6 +17,7 @@
 // consumer warp arrives on the stage's "empty" barrier once its products have read Q and dO.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
@@ -42,12 +43,10 @@ struct BackwardKeyBlock {
     kv_head = bh % p.heads_kv;
     batch = bh / p.heads_kv;
     n0 = (blockIdx.x % p.num_blocks) * kBlockN;
-    diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
-    num_m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
-    // Query blocks whose rows all precede the first row that sees key n0 (row >= n0 - diag) are skipped.
-    long long first_row = kMask != kernel::Mask::kNone ? n0 - diag : 0;
-    if (first_row < 0) first_row = 0;
-    m_begin = first_row >= p.seqlen_q ? num_m_blocks : static_cast<int>(first_row / kBlockM);
+    diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
+    const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
+    m_begin = m_blocks.begin;
+    num_m_blocks = m_blocks.end;
     total = (num_m_blocks - m_begin) * p.kv_group;
   }
 

@@ -1,6 +1,7 @@
 #pragma once
 // What one thread block of a forward kernel owns, shared by every kernel family: its (batch, head, query
 // block), the base addresses of its Q, K, V, O and lse rows, and the key blocks it visits.
+#include "flashrtc/block_ranges.cuh"
 #include "flashrtc/forward_params.cuh"
 
 namespace flashrtc {
@@ -52,14 +53,12 @@ struct ForwardBlock {
     o = static_cast<T*>(p.o) + batch * p.o_stride_batch + head * p.o_stride_head;
     lse = p.lse ? p.lse + (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q : nullptr;
 
-    diag = kMask == kernel::Mask::kCausalBottomRight ? static_cast<long long>(p.seqlen_kv) - p.seqlen_q : 0;
+    diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
     num_n_blocks = key_blocks(p, m0 + kBlockM);
   }
   // Key blocks the query rows before row_end see (the first key blocks: a causal mask hides the later ones).
   __device__ __forceinline__ int key_blocks(const kernel::ForwardParams& p, long long row_end) const {
-    long long n_end = p.seqlen_kv;
-    if (kCausal) n_end = min(n_end, row_end + diag);
-    return n_end > 0 ? static_cast<int>((n_end + kBlockN - 1) / kBlockN) : 0;
+    return key_blocks_seen<kBlockN, kMask>(row_end, diag, p.seqlen_kv);
   }
   // One thread block per work tile.
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}
