@@ -268,7 +268,7 @@ class ArgumentErrors(unittest.TestCase):
             flashrtc.attention(q, k, v, out=o, scale="0.5")
         with self.assertRaisesRegex(TypeError, "stream"):
             flashrtc.attention(q, k, v, out=o, stream="default")
-        self.invalid("stream=-1: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
+        self.invalid("stream: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
 
     def test_sdpa_keywords(self):
         q, k, v, o = qkvo(hq=4, hkv=2)
@@ -375,10 +375,10 @@ class ForeignBounds(unittest.TestCase):
         liar = FakeDLPack((2, 4, 64, 64))
         liar.managed.dl_tensor.ndim = 100000  # its shape array has 4 entries
         started = time.monotonic()
-        self.invalid(["q: DLPack ndim=100000: out of range [0, 64]"], liar, k, v, out=o)
+        self.invalid(["q: DLPack ndim=100000: flashrtc reads tensors of at most 4 dims"], liar, k, v, out=o)
         self.assertLess(time.monotonic() - started, 1.0)
         liar.managed.dl_tensor.ndim = -1
-        self.invalid(["q: DLPack ndim=-1: out of range [0, 64]"], liar, k, v, out=o)
+        self.invalid(["q: DLPack ndim=-1: a count of dims cannot be negative"], liar, k, v, out=o)
 
     def test_dlpack_negative_extents_and_null_shapes(self):
         q, k, v, o = qkvo()
@@ -400,23 +400,24 @@ class ForeignBounds(unittest.TestCase):
 
     def test_pointers_outside_the_address_range(self):
         q, k, v, o = qkvo()
-        self.invalid(["q.data=-16: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
+        self.invalid(["q.data: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
                      k, v, out=o)
-        self.invalid(["out.data=18446744073709551616"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        self.invalid(["out.data: out of range"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        self.invalid(["q.data (of type float): expected an integer"], FakeCai((2, 4, 64, 64), ptr=1.5 * 2 ** 40),
+                     k, v, out=o)
         unaligned = FakeDLPack((2, 4, 64, 64), byte_offset=2 ** 64 - 1)
-        self.invalid(["q.data + byte_offset="], unaligned, k, v, out=o)
+        self.invalid(["q.data + byte_offset: out of range"], unaligned, k, v, out=o)
 
     def test_streams_outside_the_handle_range(self):
         q, k, v, o = qkvo()
-        self.invalid(["stream=1180591620717411303424: out of range [0, 18446744073709551615]"], q, k, v, out=o,
-                     stream=2 ** 70)
+        self.invalid(["stream: out of range [0, 18446744073709551615]"], q, k, v, out=o, stream=2 ** 70)
 
         class HugeTorchLikeStream:
             cuda_stream = 2 ** 70
 
-        self.invalid(["stream.cuda_stream=1180591620717411303424"], q, k, v, out=o, stream=HugeTorchLikeStream())
+        self.invalid(["stream.cuda_stream: out of range"], q, k, v, out=o, stream=HugeTorchLikeStream())
         named = FakeCai((2, 4, 64, 64), stream=2 ** 70)
-        self.invalid(["q.__cuda_array_interface__['stream']=1180591620717411303424"], named, k, v, out=o)
+        self.invalid(["q.__cuda_array_interface__['stream']: out of range"], named, k, v, out=o)
 
     def test_strides_of_the_wrong_length_or_range(self):
         q, k, v, o = qkvo()
@@ -430,7 +431,8 @@ class ForeignBounds(unittest.TestCase):
         q, k, v, o = qkvo()
         broken = FakeCai((2, 4, 64, 64))
         broken.interface["data"] = 0x7F0000000000
-        self.invalid(["q: __cuda_array_interface__ data="], broken, k, v, out=o)
+        self.invalid(["q: __cuda_array_interface__ data is of type int: expected (pointer, read-only flag)"],
+                     broken, k, v, out=o)
         broken = FakeCai((2, 4, 64, 64))
         broken.interface["typestr"] = None
         self.invalid(["typestr=None"], broken, k, v, out=o)
@@ -439,6 +441,124 @@ class ForeignBounds(unittest.TestCase):
         q, k, v, o = qkvo()
         for scale in (1e39, -1e300, 2 ** 2000):
             self.invalid(["out of float32's range"], q, k, v, out=o, scale=scale)
+
+
+class Pulled:
+    """A sequence that never ends, counting what is read of it; past 1000 entries it fails the test instead of
+    filling memory (a plain endless iterator would hang there)."""
+
+    def __init__(self, value=64):
+        self.value, self.count = value, 0
+
+    def __iter__(self):
+        while True:
+            self.count += 1
+            if self.count > 1000:
+                raise AssertionError("read more than 1000 entries of an endless sequence")
+            yield self.value
+
+
+ADDRESS_LIKE = 0x7F00DEADBEE0  # what a stray read past an array or a pointer would put in a message
+
+
+class HostileProducers(unittest.TestCase):
+    """A producer can lie: its shape and strides are read a bounded number of entries deep, a DLPack ndim is
+    checked before the arrays it sizes are read, and no message shows a pointer, an address or an unbounded
+    repr."""
+
+    def refused(self, fragment, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        message = str(caught.exception)
+        self.assertIn(fragment, message)
+        self.assert_no_address(message)
+        return message
+
+    def assert_no_address(self, message):
+        self.assertNotRegex(message, r"0x[0-9a-fA-F]{6,}")
+        self.assertNotIn(str(ADDRESS_LIKE), message)
+
+    def test_an_endless_shape_or_strides_is_refused_after_max_rank_plus_one_entries(self):
+        q, k, v, o = qkvo()
+        for field in ("shape", "strides"):
+            with self.subTest(field=field):
+                endless = Pulled()
+                liar = FakeCai((2, 4, 64, 64))
+                liar.interface[field] = endless
+                self.refused(f"q.{field} has more than 4 entries: flashrtc reads tensors of at most 4 dims",
+                             liar, k, v, out=o)
+                self.assertEqual(endless.count, 5)
+
+    def test_a_long_shape_is_not_read_to_its_end(self):
+        q, k, v, o = qkvo()
+        long_shape = FakeCai((2, 4, 64, 64))
+        long_shape.interface["shape"] = range(1, 10 ** 18)
+        started = time.monotonic()
+        self.refused("q.shape has more than 4 entries", long_shape, k, v, out=o)
+        self.assertLess(time.monotonic() - started, 1.0)
+        self.refused("out.shape has more than 4 entries", q, k, v, out=FakeCai((1, 2, 4, 64, 64)))
+
+    def test_a_dlpack_ndim_beyond_its_shape_array_is_refused_before_reading_it(self):
+        q, k, v, o = qkvo()
+        for ndim in (5, 64):
+            with self.subTest(ndim=ndim):
+                liar = FakeDLPack((2, 4, 64, 64))
+                # What lies past the 4 entries the producer has: here an address-like sentinel, in a real
+                # producer whatever the heap holds there.
+                beyond = (ctypes.c_int64 * 64)(2, 4, 64, 64, *([ADDRESS_LIKE] * 60))
+                liar.beyond = beyond
+                liar.managed.dl_tensor.shape = ctypes.cast(beyond, ctypes.POINTER(ctypes.c_int64))
+                liar.managed.dl_tensor.ndim = ndim
+                self.refused(f"q: DLPack ndim={ndim}: flashrtc reads tensors of at most 4 dims", liar, k, v, out=o)
+
+    def test_messages_name_a_foreign_value_by_its_type_not_its_repr(self):
+        q, k, v, o = qkvo()
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["shape"] = object()  # its repr holds its address
+        self.assertIn("q.shape=<object object>: expected a sequence of integers",
+                      self.refused("q.shape=", opaque, k, v, out=o))
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["shape"] = (2, object(), 64, 64)
+        self.refused("q.shape[1]=<object object>: expected an integer", opaque, k, v, out=o)
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["strides"] = object()
+        self.refused("q.strides=<object object>: expected a sequence of integers", opaque, k, v, out=o)
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["typestr"] = "<f" + "9" * 100000
+        message = self.refused("q has dtype typestr '<f99999", opaque, k, v, out=o)
+        self.assertIn("... (100002 characters)", message)
+        self.assertLess(len(message), 300)
+
+    def test_integers_too_long_to_print_are_named_by_size(self):
+        q, k, v, o = qkvo()
+        self.refused("q.shape[2]=<an integer of 20001 bits>: out of range", FakeCai((2, 4, 2 ** 20000, 64)), k, v,
+                     out=o)
+
+    def test_pointers_and_handles_never_appear_in_a_message(self):
+        q, k, v, o = qkvo()
+        bare_pointer = FakeCai((2, 4, 64, 64))
+        bare_pointer.interface["data"] = ADDRESS_LIKE
+        self.refused("q: __cuda_array_interface__ data is of type int", bare_pointer, k, v, out=o)
+        three = FakeCai((2, 4, 64, 64))
+        three.interface["data"] = (ADDRESS_LIKE, False, 0)
+        self.refused("data is a tuple of 3 items", three, k, v, out=o)
+        self.refused("q.data: out of range", FakeCai((2, 4, 64, 64), ptr=-ADDRESS_LIKE), k, v, out=o)
+
+        class ThreeFieldStream:
+            def __cuda_stream__(self):
+                return (0, ADDRESS_LIKE, 0)
+
+        with self.assertRaises(TypeError) as caught:
+            flashrtc.attention(q, k, v, out=o, stream=ThreeFieldStream())
+        self.assertIn("returned a tuple of 3 items: expected (version, handle)", str(caught.exception))
+        self.assert_no_address(str(caught.exception))
+
+    def test_row_major_strides_beyond_int64_are_refused(self):
+        q, k, v, o = qkvo()
+        self.refused("q has shape (2147483648, 2147483648, 2147483648, 64): its C-order strides exceed 2^63 - 1",
+                     FakeCai((2 ** 31, 2 ** 31, 2 ** 31, 64)), k, v, out=o)
+        self.refused("k has shape (2147483648, 2147483648, 2147483648, 64): its C-order strides exceed",
+                     q, FakeDLPack((2 ** 31, 2 ** 31, 2 ** 31, 64)), v, out=o)
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
