@@ -7,6 +7,7 @@ Without FLASHRTC_LIBRARY the tests that need the library are skipped. With FLASH
 test the installed flashrtc package instead of this checkout's (tests/packaging/test_wheel.sh).
 """
 import ctypes
+import inspect
 import itertools
 import json
 import os
@@ -278,6 +279,30 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", q, k, v, out=o, enable_gqa=False)
         self.invalid("enable_gqa='yes': must be True, False or None", q, k, v, out=o, enable_gqa="yes")
         self.invalid("deterministic=1: must be True, False or None", q, k, v, out=o, deterministic=1)
+        self.invalid("is_causal=1: must be True or False", q, k, v, out=o, is_causal=1)
+
+    def test_what_sdpa_takes_and_flashrtc_does_not_yet_is_refused_not_ignored(self):
+        q, k, v, o = qkvo()
+        mask = FakeCai((64, 128), "<f2")
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", q, k, v, mask, out=o)
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", q, k, v, attn_mask=mask, out=o)
+        for p in (0.1, 1, float("nan"), -0.5):
+            self.invalid(f"dropout_p={p!r}: flashrtc has no attention dropout yet", q, k, v, None, p, out=o)
+        for p in ("0", None, True, [0.0]):
+            self.invalid(f"dropout_p={p!r}: expected a number", q, k, v, dropout_p=p, out=o)
+
+    def test_sdpa_order_positional_and_keyword(self):
+        """SDPA's parameters, in SDPA's order (torch.nn.functional.scaled_dot_product_attention(query, key,
+        value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)); flashrtc's own
+        after them, keyword only. enable_gqa's default None also serves Hq != Hkv, which SDPA's False refuses."""
+        parameters = list(inspect.signature(flashrtc.attention).parameters.values())
+        positional = [(p.name, p.default) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.assertEqual(positional, [("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
+                                      ("v", inspect.Parameter.empty), ("attn_mask", None), ("dropout_p", 0.0),
+                                      ("is_causal", False), ("scale", None), ("enable_gqa", None)])
+        self.assertTrue(all(p.kind is p.KEYWORD_ONLY for p in parameters[len(positional):]))
+        self.assertEqual([p.name for p in parameters[len(positional):]],
+                         ["causal", "return_lse", "layout", "config", "out", "lse_out", "stream", "deterministic"])
 
     def test_a_non_torch_tensor_that_requires_grad(self):
         q, k, v, o = qkvo()
@@ -356,8 +381,12 @@ class BackwardArgumentErrors(unittest.TestCase):
     def test_options(self):
         self.invalid("causal='yes'", causal="yes")
         self.invalid("layout='bshd'", layout="bshd")
-        self.invalid("deterministic=1: must be True or False", deterministic=1)
+        self.invalid("deterministic=1: must be True, False or None", deterministic=1)
         self.invalid("warps=0 must be a positive integer", config=(64, 64, 0, 1))
+        self.invalid("causal=True and is_causal=True: give one of them", causal=True, is_causal=True)
+        self.invalid("is_causal='bottom-right': must be True or False", is_causal="bottom-right")
+        self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", enable_gqa=False)
+        self.invalid("enable_gqa=1: must be True, False or None", enable_gqa=1)
 
 
 class ForeignBounds(unittest.TestCase):
@@ -690,6 +719,30 @@ class BackwardMarshalling(unittest.TestCase):
         p = _backward.prepare_backward(dout, q, k, v, o, lse, **args).params
         self.assertEqual((p.mask, p.has_softmax_scale, p.deterministic, p.block_m, p.stream), (0, 0, 0, 0, None))
 
+    def test_sdpa_keywords_and_deterministic_as_the_forward_takes_them(self):
+        if not self.has_backward:
+            self.skipTest("this libflashrtc predates the backward")
+        library = _library.load()
+        structs = []
+        saved = library.backward
+        library.backward = lambda p: structs.append(_library.BackwardParams.from_buffer_copy(p)) or 0
+        try:
+            for options, mask in (({"is_causal": True}, 1), ({"causal": "bottom-right"}, 2),
+                                  ({"causal": True, "is_causal": False}, 1), ({"is_causal": None}, 0), ({}, 0)):
+                call_backward(backward_args(), **options)
+                self.assertEqual(structs[-1].mask, mask, options)
+            call_backward(backward_args(hq=4, hkv=4), enable_gqa=False)
+            call_backward(backward_args(), enable_gqa=True)
+            for deterministic, torch_setting, expected in ((None, None, 0), (None, False, 0), (None, True, 1),
+                                                           (False, True, 0), (True, False, 1)):
+                with fake_torch.installed() as torch:
+                    if torch_setting is not None:
+                        torch.are_deterministic_algorithms_enabled = lambda: torch_setting
+                    call_backward(backward_args(), deterministic=deterministic)
+                self.assertEqual(structs[-1].deterministic, expected, (deterministic, torch_setting))
+        finally:
+            library.backward = saved
+
     @unittest.skipIf(gpu_present(), "a GPU is present: a valid call would launch on fake pointers")
     def test_a_valid_call_reaches_the_device_check(self):
         if not self.has_backward:
@@ -834,6 +887,17 @@ class TorchSignatureCache(unittest.TestCase):
         self.assertEqual(self.operator_calls[-1], (q, k, v, True, None, None, True, "bhnd", None, None, None, None,
                                                    None, True))
         self.assertEqual(len(self.structs), 1)
+
+    def test_an_sdpa_call_as_written_launches_what_flashrtcs_keywords_do(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        for sdpa_args, sdpa_kwargs, ours in (
+                ((None, 0.0, True), {"scale": 0.5}, {"causal": True, "scale": 0.5}),
+                ((None, 0, False, 0.25), {}, {"scale": 0.25}),
+                ((), {"attn_mask": None, "dropout_p": 0.0, "is_causal": True, "enable_gqa": True}, {"causal": True})):
+            o = flashrtc.attention(q, k, v, *sdpa_args, **sdpa_kwargs)
+            with self.subTest(args=sdpa_args, kwargs=sdpa_kwargs):
+                self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=o, **ours))
 
     def test_sdpa_keywords_share_the_signature_of_their_meaning(self):
         torch = self.torch

@@ -217,6 +217,29 @@ class AutogradPlumbing(unittest.TestCase):
             self.assertEqual((x.grad.shape, x.grad.dtype), (x.shape, x.dtype), name)
             self.assertLess((x.grad.double() - ref).abs().max().item(), 1e-5, f"d{name}")
 
+    def test_an_sdpa_call_as_written(self):
+        """The arguments of a torch.nn.functional.scaled_dot_product_attention call, positional and keyword,
+        given to flashrtc.attention unchanged: the same o and gradients (the operator's plumbing, on the CPU
+        reference kernels, whose lse is float32 as the real one). SDPA's math backend: its CPU flash backend
+        gives NaN for a negative scale with is_causal."""
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        calls = [((), {}), ((None, 0.0, True), {}), ((None, 0.0, False), {"scale": 0.3}),
+                 ((), {"attn_mask": None, "dropout_p": 0.0, "is_causal": True, "scale": -0.5}),
+                 ((None,), {"is_causal": True, "enable_gqa": True})]
+        for args, kwargs in calls:
+            with self.subTest(args=args, kwargs=kwargs):
+                gqa = kwargs.get("enable_gqa", False)
+                results = []
+                for function in (F.scaled_dot_product_attention, flashrtc.attention):
+                    q, k, v = leaves((2, 4, 9, 16), (2, 2 if gqa else 4, 9, 16), (2, 2 if gqa else 4, 9, 16),
+                                     dtype=torch.float64)
+                    with sdpa_kernel([SDPBackend.MATH]):
+                        o = function(q, k, v, *args, **kwargs)
+                    o.backward(torch.ones_like(o))
+                    results.append((o.detach(), q.grad, k.grad, v.grad))
+                for name, ours, theirs in zip(("o", "dq", "dk", "dv"), results[1], results[0]):
+                    self.assertLess((ours - theirs).abs().max().item(), 1e-5, name)
+
     def test_masks_gqa_lengths_layouts_scales(self):
         for causal in (False, True, "bottom-right"):
             for hq, hkv, nq, nk in ((4, 4, 17, 17), (4, 2, 5, 13), (6, 1, 13, 5), (2, 2, 1, 1)):
@@ -367,7 +390,10 @@ class ArgumentErrors(unittest.TestCase):
 
     def test_sdpa_keywords(self):
         self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", enable_gqa=False)
-        self.invalid("give one of them", causal=False, is_causal=False)
+        self.invalid("give one of them", causal=False, is_causal=True)
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", self.q, self.k, self.v,
+                     torch.ones(7, 7, dtype=torch.bool), enable_gqa=True)
+        self.invalid("dropout_p=0.1: flashrtc has no attention dropout yet", dropout_p=0.1)
         self.invalid("is_causal=1: must be True or False", is_causal=1)
         self.invalid("deterministic='yes': must be True, False or None", deterministic="yes")
         self.invalid("causal='diagonal'", causal="diagonal")
