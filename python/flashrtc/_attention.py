@@ -59,7 +59,8 @@ def attention(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool =
     Autograd: when grad is enabled and a torch tensor among q, k, v requires grad, the call runs as the
     operator flashrtc::attention_forward and loss.backward() computes dq, dk, dv with flashrtc's backward;
     under torch.compile every call is that operator. Both need q, k, v as torch tensors and take neither
-    out=, lse_out= nor stream= (InvalidArgumentError): use torch.cuda.stream(...) for a stream.
+    out=, lse_out= nor stream= (InvalidArgumentError): use torch.cuda.stream(...) for a stream. A tensor
+    off CUDA is the same InvalidArgumentError on every path, requiring grad or not.
 
     Asynchronous on that stream. Returns o, or (o, lse) with return_lse. Raises TypeError for objects that
     are not tensors, InvalidArgumentError (a ValueError) for wrong values, whichever side found them,

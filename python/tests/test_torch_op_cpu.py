@@ -399,6 +399,37 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("causal='diagonal'", causal="diagonal")
         self.invalid("layout='nhd'", layout="nhd")
 
+    def test_a_tensor_off_cuda_is_refused_alike_with_or_without_grad(self):
+        """In a process where no kernel is registered for the CPU (here one is, for the other tests): the
+        plain path's InvalidArgumentError whether the call would go to autograd's function, the operator under
+        torch.compile, or the plain launch; never torch's "Could not run 'flashrtc::attention_forward' with
+        arguments from the 'CPU' backend"."""
+        code = ("import torch, flashrtc\n"
+                "def message(call):\n"
+                "    try:\n"
+                "        call()\n"
+                "    except flashrtc.InvalidArgumentError as e:\n"
+                "        return str(e)\n"
+                "    except Exception as e:\n"
+                "        return f'{type(e).__name__}: {e}'.replace('\\n', ' ')\n"
+                "    return 'no error'\n"
+                "q, k, v = (torch.randn(1, 2, 7, 8) for _ in range(3))\n"
+                "cuda_like = torch.empty(1, 2, 7, 8, device='meta')\n"
+                "print(message(lambda: flashrtc.attention(q, k, v)))\n"
+                "print(message(lambda: flashrtc.attention(q.requires_grad_(), k, v)))\n"
+                "print(message(lambda: flashrtc.attention(q, k.requires_grad_(), v, is_causal=True)))\n"
+                "compiled = torch.compile(lambda q, k, v: flashrtc.attention(q, k, v), backend='aot_eager')\n"
+                "print(message(lambda: compiled(q, k, v)))\n"
+                "print(message(lambda: flashrtc.attention(cuda_like.requires_grad_(), k, v)))\n")
+        env = dict(os.environ, PYTHONPATH=str(_CHECKOUT_PYTHON))
+        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[:3], ["q is on cpu: flashrtc needs CUDA tensors"] * 3)
+        self.assertIn("q is on cpu: flashrtc needs CUDA tensors", lines[3])  # inside torch.compile's error
+        self.assertEqual(lines[4], "k is on cpu: flashrtc needs CUDA tensors")  # meta has the fake kernel
+
     def test_errors_under_compile(self):
         compiled = torch.compile(lambda q, k, v: flashrtc.attention(q, k, v, enable_gqa=False), fullgraph=True,
                                  backend="aot_eager")
