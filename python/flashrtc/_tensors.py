@@ -87,7 +87,8 @@ def _from_cai(name, x) -> TensorView:
     if type(typestr) is not str:
         raise InvalidArgumentError(f"{name}: __cuda_array_interface__ typestr={shown(typestr)} is not a string")
     dtype = _TYPESTR.get(typestr, f"typestr {shown(typestr)}")
-    itemsize = int(typestr[2:]) if len(typestr) < 8 and typestr[2:].isdigit() else 1
+    # The byte strides' divisor; an unknown dtype is refused after the strides are read, so any size >= 1 serves.
+    itemsize = max(int(typestr[2:]), 1) if len(typestr) < 8 and typestr[2:].isdigit() else 1
     if cai.get("mask") is not None:
         raise InvalidArgumentError(f"{name}: masked arrays are not supported")
     data = cai.get("data")

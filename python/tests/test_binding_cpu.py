@@ -558,6 +558,10 @@ class HostileProducers(unittest.TestCase):
         self.assertIn("... (100002 characters)", message)
         self.assertLess(len(message), 300)
 
+    def test_a_zero_item_size_is_a_dtype_error(self):
+        q, k, v, o = qkvo()
+        self.refused("q has dtype typestr '<f0'", FakeCai((2, 4, 64, 64), "<f0", strides=(8, 4, 2, 1)), k, v, out=o)
+
     def test_integers_too_long_to_print_are_named_by_size(self):
         q, k, v, o = qkvo()
         self.refused("q.shape[2]=<an integer of 20001 bits>: out of range", FakeCai((2, 4, 2 ** 20000, 64)), k, v,
