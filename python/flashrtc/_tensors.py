@@ -151,8 +151,11 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 def _from_dlpack(name, x, stream) -> TensorView:
     if hasattr(x, "__dlpack_device__"):
-        device_type, _ = x.__dlpack_device__()
-        device_type = _bounds.integer(device_type, f"{name}.__dlpack_device__()[0]", -(1 << 31), (1 << 31) - 1)
+        device = x.__dlpack_device__()
+        if type(device) not in (tuple, list) or len(device) != 2:
+            raise InvalidArgumentError(f"{name}.__dlpack_device__() returned {shown(device)}: expected "
+                                       "(device_type, device_id)")
+        device_type = _bounds.integer(device[0], f"{name}.__dlpack_device__()[0]", -(1 << 31), (1 << 31) - 1)
         if device_type not in (DL_CUDA, DL_CUDA_MANAGED):
             raise InvalidArgumentError(f"{name} is a DLPack tensor on device type {device_type}: "
                                        "flashrtc needs CUDA tensors")

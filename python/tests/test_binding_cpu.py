@@ -558,6 +558,16 @@ class HostileProducers(unittest.TestCase):
         self.assertIn("... (100002 characters)", message)
         self.assertLess(len(message), 300)
 
+    def test_a_malformed_dlpack_device_is_refused(self):
+        q, k, v, o = qkvo()
+        for answer, shown in ((itertools.count(), "<itertools.count object>"), ((2, 0, 0), "(2, 0, 0)"),
+                              ((object(), 0), None)):
+            liar = FakeDLPack((2, 4, 64, 64))
+            liar.__dlpack_device__ = lambda answer=answer: answer
+            with self.subTest(answer=shown):
+                self.refused(f"q.__dlpack_device__() returned {shown}: expected (device_type, device_id)" if shown
+                             else "q.__dlpack_device__()[0]=<object object>: expected an integer", liar, k, v, out=o)
+
     def test_a_zero_item_size_is_a_dtype_error(self):
         q, k, v, o = qkvo()
         self.refused("q has dtype typestr '<f0'", FakeCai((2, 4, 64, 64), "<f0", strides=(8, 4, 2, 1)), k, v, out=o)
