@@ -108,12 +108,12 @@ def _gradients(ctx, dout, _dlse):
 torch.library.register_autograd("flashrtc::attention_forward", _gradients, setup_context=_setup_context, lib=_LIBRARY)
 
 
-def check_devices(q, k, v) -> None:
+def _check_devices(q, k, v) -> None:
     """q, k and v on CUDA, or on a device the forward operator has a kernel for all the same (meta, through the
     fake implementation; the CPU, where python/tests/test_torch_op_cpu.py registers reference kernels).
     Anything else is refused as the plain path refuses it, before the operator or the autograd function sees
-    it: torch's dispatcher would say "Could not run 'flashrtc::attention_forward' ... 'CPU' backend", and only
-    once grad is asked for."""
+    it, where torch's dispatcher would raise NotImplementedError ("Could not run
+    'flashrtc::attention_forward' with arguments from the 'CPU' backend")."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         device = t.device
         if device.type == "cuda":
@@ -128,7 +128,7 @@ def check_devices(q, k, v) -> None:
 
 
 def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
-    """The forward of an eager autograd call: CUDA tensors directly, others (check_devices let them through:
+    """The forward of an eager autograd call: CUDA tensors directly, others (_check_devices let them through:
     a kernel is registered for them) through the operator."""
     if q.is_cuda:
         return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
@@ -214,7 +214,7 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
             raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
                                        "or torch.compile q, k and v must all be torch tensors")
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
-        check_devices(q, k, v)
+        _check_devices(q, k, v)
     check_layout(layout)
     mask = mask_of(causal)
     scale = scale_of(scale)
