@@ -1,7 +1,8 @@
 """The options and tensors of a call as flashrtc takes them: causal as a mask, the scale, the tile, the
-layout, SDPA's keywords, and the rules q, k, v, o, dout and the lse share (dims, dtypes, shapes, one device),
-forward and backward alike. Each mistake is an InvalidArgumentError (TypeError for a value of the wrong
-kind) naming the argument, before anything reaches the library.
+layout, SDPA's arguments (and those it has that flashrtc does not yet), and the rules q, k, v, o, dout and
+the lse share (dims, dtypes, shapes, one device), forward and backward alike. Each mistake is an
+InvalidArgumentError (TypeError for a value of the wrong kind) naming the argument, before anything reaches
+the library.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from typing import Optional
 
 from . import _library
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, shown
 from ._tensors import TensorView
 
 # Which dimension of a 4-d tensor is batch, sequence, head and head dim.
@@ -31,21 +32,39 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 
 def merge_causal(causal, is_causal):
-    """causal from causal= and SDPA's is_causal= (at most one given; neither: False)."""
-    if is_causal is None:
-        return False if causal is None else causal
-    if causal is not None:
-        raise InvalidArgumentError(f"causal={causal!r} and is_causal={is_causal!r}: give one of them (is_causal "
-                                   "is SDPA's name for causal=True/False)")
-    if not isinstance(is_causal, bool):
-        raise InvalidArgumentError(f"is_causal={is_causal!r}: must be True or False (causal= also takes "
-                                   "'bottom-right')")
-    return is_causal
+    """The causal value of flashrtc's causal= (default None) and SDPA's is_causal= (default False; None counts
+    as False): causal when given, with is_causal left False; else is_causal, True or False."""
+    if causal is None:
+        if is_causal is None:
+            return False
+        if type(is_causal) is not bool:
+            raise InvalidArgumentError(f"is_causal={shown(is_causal)}: must be True or False (causal= also takes "
+                                       "'bottom-right')")
+        return is_causal
+    if is_causal is not None and is_causal is not False:
+        raise InvalidArgumentError(f"causal={shown(causal)} and is_causal={shown(is_causal)}: give one of them "
+                                   "(is_causal is SDPA's name for causal=True/False)")
+    return causal
+
+
+def check_sdpa_unsupported(attn_mask, dropout_p) -> None:
+    """SDPA's attn_mask and dropout_p, which flashrtc has no kernels for yet: None and 0 pass, anything else is
+    refused rather than ignored."""
+    if attn_mask is not None:
+        raise InvalidArgumentError("attn_mask: flashrtc does not take a mask tensor yet; for causal masks pass "
+                                   "is_causal=True (top-left, as SDPA) or causal='bottom-right', and call "
+                                   "torch's scaled_dot_product_attention for any other mask")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise InvalidArgumentError(f"dropout_p={shown(dropout_p)}: expected a number, and 0.0 is the only value "
+                                   "flashrtc takes (it has no attention dropout yet)")
+    if dropout_p != 0:
+        raise InvalidArgumentError(f"dropout_p={shown(dropout_p)}: flashrtc has no attention dropout yet; pass "
+                                   "0.0, or call torch's scaled_dot_product_attention where dropout is wanted")
 
 
 def check_layout(layout) -> None:
     if layout not in LAYOUTS:
-        raise InvalidArgumentError(f"layout={layout!r}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
+        raise InvalidArgumentError(f"layout={shown(layout)}: must be 'bhnd' ([B, H, N, d]) or 'bnhd' ([B, N, H, d])")
 
 
 def check_gqa(enable_gqa, heads_q, heads_kv) -> None:
@@ -59,7 +78,7 @@ def check_gqa(enable_gqa, heads_q, heads_kv) -> None:
 
 def check_flag(value, name) -> None:
     if type(value) not in FLAG_TYPES:
-        raise InvalidArgumentError(f"{name}={value!r}: must be True, False or None")
+        raise InvalidArgumentError(f"{name}={shown(value)}: must be True, False or None")
 
 
 def mask_of(causal) -> int:
@@ -70,7 +89,7 @@ def mask_of(causal) -> int:
     elif isinstance(causal, int) and causal in (0, 1):  # bools, and 0 / 1
         key = bool(causal)
     if key not in MASK_BY_CAUSAL:
-        raise InvalidArgumentError(f"causal={causal!r}: must be False, True (= 'top-left', SDPA's is_causal) "
+        raise InvalidArgumentError(f"causal={shown(causal)}: must be False, True (= 'top-left', SDPA's is_causal) "
                                    "or 'bottom-right'")
     return MASK_BY_CAUSAL[key]
 
@@ -83,20 +102,20 @@ def tile_of(config) -> tuple:
     if isinstance(config, dict):
         missing = [f for f in _TILE_FIELDS if f not in config]
         if missing or len(config) != 4:
-            raise InvalidArgumentError(f"config={config!r}: give exactly {', '.join(_TILE_FIELDS)}")
+            raise InvalidArgumentError(f"config={shown(config)}: give exactly {', '.join(_TILE_FIELDS)}")
         values = tuple(config[f] for f in _TILE_FIELDS)
     elif all(hasattr(config, f) for f in _TILE_FIELDS):
         values = tuple(getattr(config, f) for f in _TILE_FIELDS)
     elif isinstance(config, (tuple, list)):
         if len(config) != 4:
-            raise InvalidArgumentError(f"config={config!r}: give 4 values, ({', '.join(_TILE_FIELDS)})")
+            raise InvalidArgumentError(f"config={shown(config)}: give 4 values, ({', '.join(_TILE_FIELDS)})")
         values = tuple(config)
     else:
         raise TypeError(f"config: expected (block_m, block_n, warps, stages), a mapping or an object with those "
                         f"attributes, got {type(config).__qualname__}")
     for field, value in zip(_TILE_FIELDS, values):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value >= 2 ** 31:
-            raise InvalidArgumentError(f"config: {field}={value!r} must be a positive integer")
+            raise InvalidArgumentError(f"config: {field}={shown(value)} must be a positive integer")
     return values
 
 
@@ -112,7 +131,8 @@ def scale_of(scale) -> Optional[float]:
     except OverflowError:  # an int beyond any float
         value = None
     if value is None or math.isfinite(value) and abs(value) > _FLOAT32_MAX:  # inf and NaN: the library names them
-        raise InvalidArgumentError(f"scale={scale!r}: out of float32's range [-{_FLOAT32_MAX:g}, {_FLOAT32_MAX:g}]")
+        raise InvalidArgumentError(f"scale={shown(scale)}: out of float32's range "
+                                   f"[-{_FLOAT32_MAX:g}, {_FLOAT32_MAX:g}]")
     return value
 
 

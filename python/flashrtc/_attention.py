@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._arguments import CANONICAL_CAUSAL, CAUSAL_KEY_TYPES, FLAG_TYPES, SCALE_KEY_TYPES, check_flag, merge_causal
+from ._arguments import CANONICAL_CAUSAL, CAUSAL_KEY_TYPES, FLAG_TYPES, SCALE_KEY_TYPES, check_flag, \
+    check_sdpa_unsupported, merge_causal
 from ._errors import InvalidArgumentError
 from ._forward import launch_and_remember
 from ._signatures import forward_key, forward_signatures
@@ -19,11 +20,13 @@ from ._tensors import KIND_TORCH, kind_of, torch_types
 from ._torch_api import api as torch_api, cache as torch_api_cache, compiling
 
 
-def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = None,
-              enable_gqa: Optional[bool] = None, return_lse: bool = False, layout: str = "bhnd", config=None,
-              out=None, lse_out=None, stream=None, deterministic: Optional[bool] = None):
+def attention(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
+              scale: Optional[float] = None, enable_gqa: Optional[bool] = None, *, causal=None,
+              return_lse: bool = False, layout: str = "bhnd", config=None, out=None, lse_out=None, stream=None,
+              deterministic: Optional[bool] = None):
     """Forward attention, o = softmax(scale * q k^T + mask) v, with fp32 accumulation; differentiable for
-    torch tensors (autograd, torch.compile).
+    torch tensors (autograd, torch.compile). Takes torch.nn.functional.scaled_dot_product_attention's
+    arguments in its order, so it replaces an SDPA call as it is written (with the limits below).
 
     q: [B, Hq, Nq, d]; k, v: [B, Hkv, Nk, d] (layout="bhnd", PyTorch SDPA's order; layout="bnhd" reads
     [B, N, H, d], FlashAttention's). Strides come from the tensors, so contiguous tensors, transposed views
@@ -33,12 +36,16 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
 
     Tensors: torch tensors, or objects with __cuda_array_interface__ or __dlpack__ (these need out=, and
     lse_out= for the lse: only torch can allocate them here).
-    causal: False (default); True or "top-left" (key j visible to query i iff j <= i, SDPA's is_causal);
-        "bottom-right" (j <= i + Nk - Nq, FlashAttention's). A query that sees no key gets 0 and lse -inf.
-    is_causal: SDPA's name, True or False; give causal or is_causal, not both.
-    scale: softmax scale (SDPA's name), default 1/sqrt(d); any finite value.
-    enable_gqa: SDPA's flag. flashrtc always groups query heads over key/value heads; enable_gqa=False
-        refuses Hq != Hkv as SDPA does.
+    attn_mask, dropout_p: SDPA's; flashrtc has neither a mask tensor nor dropout yet, so only None and 0.0 are
+        taken (anything else is an InvalidArgumentError, never ignored).
+    is_causal: SDPA's, True (key j visible to query i iff j <= i, "top-left") or False (default).
+    scale: softmax scale, default 1/sqrt(d); any finite value.
+    enable_gqa: SDPA's flag. None (default) and True group query heads over key/value heads (Hq a multiple
+        of Hkv); False refuses Hq != Hkv as SDPA does. (SDPA's default, False, refuses what flashrtc's
+        default serves: a call valid for SDPA is valid here.)
+    causal: flashrtc's richer is_causal, keyword only: False, True or "top-left" (as is_causal=True), or
+        "bottom-right" (j <= i + Nk - Nq, FlashAttention's). Given, it decides, and is_causal must be left
+        False. A query that sees no key gets 0 and lse -inf.
     return_lse: also return the log-sum-exp, float32 [B, Hq, Nq], natural log (never differentiable).
     config: explicit tile (block_m, block_n, warps, stages), as a sequence, a mapping or an object with
         those attributes; default: flashrtc's table.
@@ -52,21 +59,23 @@ def attention(q, k, v, *, causal=None, is_causal=None, scale: Optional[float] = 
     Autograd: when grad is enabled and a torch tensor among q, k, v requires grad, the call runs as the
     operator flashrtc::attention_forward and loss.backward() computes dq, dk, dv with flashrtc's backward;
     under torch.compile every call is that operator. Both need q, k, v as torch tensors and take neither
-    out=, lse_out= nor stream= (InvalidArgumentError): use torch.cuda.stream(...) for a stream.
+    out=, lse_out= nor stream= (InvalidArgumentError): use torch.cuda.stream(...) for a stream. A tensor
+    off CUDA is the same InvalidArgumentError on every path, requiring grad or not.
 
     Asynchronous on that stream. Returns o, or (o, lse) with return_lse. Raises TypeError for objects that
     are not tensors, InvalidArgumentError (a ValueError) for wrong values, whichever side found them,
     LibraryNotFoundError when libflashrtc.so cannot be loaded, and the FlashrtcError subclass of the C
     API's status otherwise (NoDeviceError, NvrtcError with the compile log, DriverError, ...).
     """
-    if compiling():
-        return _through_operator(q, k, v, merge_causal(causal, is_causal), scale, enable_gqa, return_lse, layout,
-                                 config, out, lse_out, stream, deterministic, traced=True)
-    if is_causal is None:
-        if causal is None:
-            causal = False
+    if attn_mask is not None or type(dropout_p) is not float or dropout_p != 0.0:
+        check_sdpa_unsupported(attn_mask, dropout_p)
+    if causal is None and type(is_causal) is bool:  # SDPA's is_causal alone (or neither)
+        causal = is_causal
     else:
         causal = merge_causal(causal, is_causal)
+    if compiling():
+        return _through_operator(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, out, lse_out,
+                                 stream, deterministic, traced=True)
     key = None
     if (lse_out is None and stream is None and config is None and torch_types.get(type(q))
             and type(k) is type(q) and type(v) is type(q) and q.is_cuda and k.is_cuda and v.is_cuda

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Optional
 
 from . import _library, _torch_api
-from ._arguments import CAUSAL_BY_MASK, check_inputs, check_layout, check_lse, check_same_device, mask_of, \
-    scale_of, tile_of
+from ._arguments import CAUSAL_BY_MASK, check_flag, check_gqa, check_inputs, check_layout, check_lse, \
+    check_same_device, mask_of, merge_causal, scale_of, tile_of
 from ._errors import InvalidArgumentError
 from ._marshal import BackwardCall, launch as launch_on_device, maybe_stream, resolve_stream, tensor_struct, \
     torch_stream
@@ -20,37 +20,41 @@ from ._tensors import KIND_TORCH, kind_of, view
 _GRADIENTS = (("dq", "q"), ("dk", "k"), ("dv", "v"))  # each gradient and the input whose shape it has
 
 
-def attention_backward(dout, q, k, v, o, lse, *, causal=False, scale: Optional[float] = None,
-                       layout: str = "bhnd", deterministic: bool = False, config=None, dq=None, dk=None, dv=None,
-                       stream=None):
+def attention_backward(dout, q, k, v, o, lse, *, causal=None, is_causal: bool = False,
+                       scale: Optional[float] = None, enable_gqa: Optional[bool] = None, layout: str = "bhnd",
+                       deterministic: Optional[bool] = None, config=None, dq=None, dk=None, dv=None, stream=None):
     """Gradients (dq, dk, dv) of the loss, given dout = d loss / d o for o = attention(q, k, v, ...).
 
     q, k, v, o and lse are the forward's: its inputs, its output and its lse (return_lse=True or lse_out=);
-    causal, scale and layout must be the forward's too. dout has o's shape and dtype (any valid strides).
-    dq, dk, dv: where to write the gradients (shapes and dtypes of q, k, v); default torch.empty_like of
-    each. dk and dv are summed over the query heads of a group (GQA). deterministic: the same bits on every
-    run (no floating-point atomics; may be slower). config: explicit tile of the main kernel.
+    the mask (is_causal or causal, taken as attention() takes them), scale and layout must be the forward's
+    too; enable_gqa as attention()'s. dout has o's shape and dtype (any valid strides). dq, dk, dv: where to
+    write the gradients (shapes and dtypes of q, k, v); default torch.empty_like of each. dk and dv are
+    summed over the query heads of a group (GQA). deterministic: the same bits on every run (no
+    floating-point atomics; may be slower); None (default) follows torch.are_deterministic_algorithms_enabled()
+    as attention() does (False where torch is not imported). config: explicit tile of the main kernel.
 
     The same tensor rules as attention() for every tensor; lse float32 [B, Hq, Nq], contiguous. Raises
     InvalidArgumentError naming the tensor whose shape, dtype, strides or device does not fit (nothing is
     launched, dq, dk, dv untouched), UnsupportedError when the loaded libflashrtc predates the backward,
     and the C API's errors as attention() does. Asynchronous; returns (dq, dk, dv).
     """
-    call = prepare_backward(dout, q, k, v, o, lse, causal=causal, scale=scale, layout=layout,
-                            deterministic=deterministic, config=config, dq=dq, dk=dk, dv=dv, stream=stream)
+    call = prepare_backward(dout, q, k, v, o, lse, causal=merge_causal(causal, is_causal), scale=scale,
+                            enable_gqa=enable_gqa, layout=layout, deterministic=deterministic, config=config,
+                            dq=dq, dk=dk, dv=dv, stream=stream)
     launch_backward(call)
     return call.gradients
 
 
-def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout="bhnd", deterministic=False,
-                     config=None, dq=None, dk=None, dv=None, stream=None) -> BackwardCall:
+def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, enable_gqa=None, layout="bhnd",
+                     deterministic=False, config=None, dq=None, dk=None, dv=None, stream=None) -> BackwardCall:
     """Everything attention_backward() does short of launching: checks, outputs, the C struct."""
     if lse is None:
         raise InvalidArgumentError("lse is None: the backward needs the forward's log-sum-exp; run the forward "
                                    "with return_lse=True (or lse_out=) and pass its lse")
     check_layout(layout)
-    if not isinstance(deterministic, bool):
-        raise InvalidArgumentError(f"deterministic={deterministic!r}: must be True or False")
+    check_flag(deterministic, "deterministic")
+    if deterministic is None:
+        deterministic = _torch_api.deterministic_default()
     mask = mask_of(causal)
     tile = tile_of(config)
     scale = scale_of(scale)
@@ -65,6 +69,7 @@ def prepare_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, layout=
     batch, seqlen_q, heads_q, head_dim, seqlen_kv, heads_kv = check_inputs(
         {name: views[name] for name in inputs}, layout)
     check_lse("lse", views["lse"], (batch, heads_q, seqlen_q))
+    check_gqa(enable_gqa, heads_q, heads_kv)
 
     allocation_stream = torch_stream(stream, handle, q) if torch_mode and stream is not None else None
     given = {"dq": dq, "dk": dk, "dv": dv}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import _bounds
+from ._errors import type_name
 
 # The Driver API's and the array interfaces' spellings of the two default streams.
 LEGACY_DEFAULT, PER_THREAD_DEFAULT = 1, 2
@@ -19,8 +20,10 @@ def stream_handle(stream) -> int:
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         answer = protocol()
-        if not isinstance(answer, tuple) or len(answer) != 2:
-            raise TypeError(f"stream.__cuda_stream__() returned {answer!r}: expected (version, handle)")
+        if not isinstance(answer, tuple) or len(answer) != 2:  # it may hold a handle: only its type is named
+            what = (f"a tuple of {len(answer)} items" if isinstance(answer, tuple)
+                    else f"a value of type {type_name(answer)}")
+            raise TypeError(f"stream.__cuda_stream__() returned {what}: expected (version, handle)")
         return _bounds.pointer(answer[1], "stream.__cuda_stream__()[1]")
     for attribute in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attribute, None)

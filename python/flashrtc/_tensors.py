@@ -1,5 +1,10 @@
 """What flashrtc needs to know of a tensor (pointer, shape, element strides, dtype, device), read from a
 torch tensor, __cuda_array_interface__ (v2/v3) or DLPack, without importing torch or numpy.
+
+A producer is not trusted: its shape and strides are read at most _bounds.MAX_RANK + 1 entries deep, a DLPack
+ndim is checked before the arrays it sizes are read, and no message shows a pointer or a value's repr (see
+_errors.shown). What cannot be checked is that a pointer points at memory of the size the shape and strides
+describe, or that a DLPack shape array really has ndim entries.
 """
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import ctypes
 from typing import NamedTuple, Optional, Tuple
 
 from . import _bounds
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, shown, type_name
 
 KIND_TORCH, KIND_CAI, KIND_DLPACK = "torch", "__cuda_array_interface__", "DLPack"
 
@@ -59,9 +64,14 @@ def view(name: str, x, dlpack_stream: Optional[int] = None) -> TensorView:
                     f"__dlpack__, got {type(x).__module__}.{type(x).__qualname__}")
 
 
+def not_on_cuda(name: str, device) -> InvalidArgumentError:
+    """The error for a torch tensor on another device than CUDA, whichever path finds it."""
+    return InvalidArgumentError(f"{name} is on {device}: flashrtc needs CUDA tensors")
+
+
 def _from_torch(name, t) -> TensorView:
     if t.device.type != "cuda":
-        raise InvalidArgumentError(f"{name} is on {t.device}: flashrtc needs CUDA tensors")
+        raise not_on_cuda(name, t.device)
     return TensorView(t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype).replace("torch.", ""),
                       t.device.index, KIND_TORCH)
 
@@ -74,19 +84,22 @@ def _from_cai(name, x) -> TensorView:
     cai = _cai_dict(name, x)
     shape = _bounds.shape(cai.get("shape"), f"{name}.shape")
     typestr = cai.get("typestr")
-    if not isinstance(typestr, str):
-        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ typestr={typestr!r} is not a string")
-    dtype = _TYPESTR.get(typestr, f"typestr {typestr!r}")
-    itemsize = int(typestr[2:]) if typestr[2:].isdigit() and len(typestr) < 8 else 1
+    if type(typestr) is not str:
+        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ typestr={shown(typestr)} is not a string")
+    dtype = _TYPESTR.get(typestr, f"typestr {shown(typestr)}")
+    # The byte strides' divisor; an unknown dtype is refused after the strides are read, so any size >= 1 serves.
+    itemsize = max(int(typestr[2:]), 1) if len(typestr) < 8 and typestr[2:].isdigit() else 1
     if cai.get("mask") is not None:
         raise InvalidArgumentError(f"{name}: masked arrays are not supported")
     data = cai.get("data")
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ data={data!r}: expected (pointer, "
+    if type(data) not in (tuple, list) or len(data) != 2:  # its value may be a pointer: only its type is named
+        what = f"a {type(data).__name__} of {len(data)} items" if type(data) in (tuple, list) else \
+            f"of type {type_name(data)}"
+        raise InvalidArgumentError(f"{name}: __cuda_array_interface__ data is {what}: expected (pointer, "
                                    "read-only flag)")
     ptr = _bounds.pointer(data[0] or 0, f"{name}.data")
     if cai.get("strides") is None:
-        strides = _row_major(shape)
+        strides = _row_major(name, shape)
     else:
         byte_strides = _bounds.strides(cai["strides"], f"{name}.strides", len(shape))
         if any(s % itemsize for s in byte_strides):
@@ -138,9 +151,13 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 def _from_dlpack(name, x, stream) -> TensorView:
     if hasattr(x, "__dlpack_device__"):
-        device_type, _ = x.__dlpack_device__()
-        if int(device_type) not in (DL_CUDA, DL_CUDA_MANAGED):
-            raise InvalidArgumentError(f"{name} is a DLPack tensor on device type {int(device_type)}: "
+        device = x.__dlpack_device__()
+        if type(device) not in (tuple, list) or len(device) != 2:
+            raise InvalidArgumentError(f"{name}.__dlpack_device__() returned {shown(device)}: expected "
+                                       "(device_type, device_id)")
+        device_type = _bounds.integer(device[0], f"{name}.__dlpack_device__()[0]", -(1 << 31), (1 << 31) - 1)
+        if device_type not in (DL_CUDA, DL_CUDA_MANAGED):
+            raise InvalidArgumentError(f"{name} is a DLPack tensor on device type {device_type}: "
                                        "flashrtc needs CUDA tensors")
     try:  # DLPack: the producer makes the data ready for the consumer's stream (1 = legacy default)
         capsule = x.__dlpack__(stream=stream)
@@ -152,22 +169,29 @@ def _from_dlpack(name, x, stream) -> TensorView:
     if t.device.device_type not in (DL_CUDA, DL_CUDA_MANAGED):
         raise InvalidArgumentError(f"{name} is a DLPack tensor on device type {t.device.device_type}: "
                                    "flashrtc needs CUDA tensors")
-    ndim = t.ndim
-    if ndim < 0 or ndim > _bounds.MAX_NDIM:  # before reading the shape array, which has ndim entries
-        raise InvalidArgumentError(f"{name}: DLPack ndim={ndim}: out of range [0, {_bounds.MAX_NDIM}]")
+    ndim = t.ndim  # an int32 by DLPack's struct; the arrays it sizes are read only once it is checked
+    if ndim < 0:
+        raise InvalidArgumentError(f"{name}: DLPack ndim={ndim}: a count of dims cannot be negative")
+    if ndim > _bounds.MAX_RANK:
+        raise InvalidArgumentError(f"{name}: DLPack ndim={ndim}: flashrtc reads tensors of at most "
+                                   f"{_bounds.MAX_RANK} dims (the shape array is not read)")
     if ndim and not t.shape:
         raise InvalidArgumentError(f"{name}: DLPack ndim={ndim} with a null shape array")
     shape = _bounds.shape(t.shape[:ndim] if ndim else (), f"{name}.shape")  # int64 by type: checks >= 0
-    strides = tuple(t.strides[:ndim]) if t.strides and ndim else _row_major(shape)
+    strides = tuple(t.strides[:ndim]) if t.strides and ndim else _row_major(name, shape)
     dtype = _DL_DTYPES.get((t.dtype.code, t.dtype.bits)) if t.dtype.lanes == 1 else None
     dtype = dtype or f"DLPack dtype (code {t.dtype.code}, bits {t.dtype.bits}, lanes {t.dtype.lanes})"
     ptr = _bounds.pointer((t.data or 0) + t.byte_offset, f"{name}.data + byte_offset")
     return TensorView(ptr, shape, strides, dtype, t.device.device_id, KIND_DLPACK, keepalive=capsule)
 
 
-def _row_major(shape) -> Tuple[int, ...]:
+def _row_major(name, shape) -> Tuple[int, ...]:
+    """C-order element strides of shape (each extent in [0, 2^63 - 1]); a stride beyond int64, which its C
+    field would truncate, is refused."""
     strides, step = [], 1
     for n in reversed(shape):
+        if step > _bounds.INT64_MAX:
+            raise InvalidArgumentError(f"{name} has shape {shape}: its C-order strides exceed 2^63 - 1 elements")
         strides.append(step)
-        step *= max(int(n), 1)
+        step *= max(n, 1)
     return tuple(reversed(strides))

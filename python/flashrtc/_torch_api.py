@@ -44,3 +44,11 @@ def compiling() -> bool:
     than torch.compiler has no operator path)."""
     torch = sys.modules.get("torch")
     return torch is not None and hasattr(torch, "compiler") and torch.compiler.is_compiling()
+
+
+def deterministic_default() -> bool:
+    """deterministic=None's meaning: torch.are_deterministic_algorithms_enabled(), False where torch is not
+    imported (no torch setting to follow)."""
+    torch = sys.modules.get("torch")
+    enabled = getattr(torch, "are_deterministic_algorithms_enabled", None)
+    return bool(enabled()) if enabled is not None else False

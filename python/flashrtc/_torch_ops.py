@@ -24,6 +24,7 @@ from ._arguments import CAUSAL_BY_MASK, LAYOUT_TEXT, LAYOUTS, check_flag, check_
 from ._backward import backward_for_operator
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._forward import forward_for_operator
+from ._tensors import not_on_cuda
 
 if not hasattr(torch.library, "register_autograd"):
     raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
@@ -107,9 +108,28 @@ def _gradients(ctx, dout, _dlse):
 torch.library.register_autograd("flashrtc::attention_forward", _gradients, setup_context=_setup_context, lib=_LIBRARY)
 
 
+def _check_devices(q, k, v) -> None:
+    """q, k and v on CUDA, or on a device the forward operator has a kernel for all the same (meta, through the
+    fake implementation; the CPU, where python/tests/test_torch_op_cpu.py registers reference kernels).
+    Anything else is refused as the plain path refuses it, before the operator or the autograd function sees
+    it, where torch's dispatcher would raise NotImplementedError ("Could not run
+    'flashrtc::attention_forward' with arguments from the 'CPU' backend")."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        device = t.device
+        if device.type == "cuda":
+            continue
+        try:
+            key = torch._C._dispatch_key_for_device(device.type)
+            served = torch._C._dispatch_has_computed_kernel_for_dispatch_key("flashrtc::attention_forward", key)
+        except (AttributeError, RuntimeError):  # a torch without these lookups, or a device it cannot name
+            served = False
+        if not served:
+            raise not_on_cuda(name, device)
+
+
 def _forward_any(q, k, v, mask, scale, layout, tile, deterministic):
-    """The forward of an eager autograd call: CUDA tensors directly, others through the operator (which has
-    no kernel for them unless one is registered, as python/tests/test_torch_op_cpu.py does)."""
+    """The forward of an eager autograd call: CUDA tensors directly, others (_check_devices let them through:
+    a kernel is registered for them) through the operator."""
     if q.is_cuda:
         return forward_kernel(q, k, v, mask, scale, layout, tile, deterministic)
     return torch.ops.flashrtc.attention_forward.default(q, k, v, mask, scale, layout, tile, deterministic)
@@ -193,6 +213,8 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
         if not isinstance(t, torch.Tensor):
             raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
                                        "or torch.compile q, k and v must all be torch tensors")
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        _check_devices(q, k, v)
     check_layout(layout)
     mask = mask_of(causal)
     scale = scale_of(scale)

@@ -7,6 +7,7 @@ Without FLASHRTC_LIBRARY the tests that need the library are skipped. With FLASH
 test the installed flashrtc package instead of this checkout's (tests/packaging/test_wheel.sh).
 """
 import ctypes
+import inspect
 import itertools
 import json
 import os
@@ -268,7 +269,7 @@ class ArgumentErrors(unittest.TestCase):
             flashrtc.attention(q, k, v, out=o, scale="0.5")
         with self.assertRaisesRegex(TypeError, "stream"):
             flashrtc.attention(q, k, v, out=o, stream="default")
-        self.invalid("stream=-1: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
+        self.invalid("stream: out of range [0, 18446744073709551615]", q, k, v, out=o, stream=-1)
 
     def test_sdpa_keywords(self):
         q, k, v, o = qkvo(hq=4, hkv=2)
@@ -278,6 +279,30 @@ class ArgumentErrors(unittest.TestCase):
         self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", q, k, v, out=o, enable_gqa=False)
         self.invalid("enable_gqa='yes': must be True, False or None", q, k, v, out=o, enable_gqa="yes")
         self.invalid("deterministic=1: must be True, False or None", q, k, v, out=o, deterministic=1)
+        self.invalid("is_causal=1: must be True or False", q, k, v, out=o, is_causal=1)
+
+    def test_what_sdpa_takes_and_flashrtc_does_not_yet_is_refused_not_ignored(self):
+        q, k, v, o = qkvo()
+        mask = FakeCai((64, 128), "<f2")
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", q, k, v, mask, out=o)
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", q, k, v, attn_mask=mask, out=o)
+        for p in (0.1, 1, float("nan"), -0.5):
+            self.invalid(f"dropout_p={p!r}: flashrtc has no attention dropout yet", q, k, v, None, p, out=o)
+        for p in ("0", None, True, [0.0]):
+            self.invalid(f"dropout_p={p!r}: expected a number", q, k, v, dropout_p=p, out=o)
+
+    def test_sdpa_order_positional_and_keyword(self):
+        """SDPA's parameters, in SDPA's order (torch.nn.functional.scaled_dot_product_attention(query, key,
+        value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)); flashrtc's own
+        after them, keyword only. enable_gqa's default None also serves Hq != Hkv, which SDPA's False refuses."""
+        parameters = list(inspect.signature(flashrtc.attention).parameters.values())
+        positional = [(p.name, p.default) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.assertEqual(positional, [("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
+                                      ("v", inspect.Parameter.empty), ("attn_mask", None), ("dropout_p", 0.0),
+                                      ("is_causal", False), ("scale", None), ("enable_gqa", None)])
+        self.assertTrue(all(p.kind is p.KEYWORD_ONLY for p in parameters[len(positional):]))
+        self.assertEqual([p.name for p in parameters[len(positional):]],
+                         ["causal", "return_lse", "layout", "config", "out", "lse_out", "stream", "deterministic"])
 
     def test_a_non_torch_tensor_that_requires_grad(self):
         q, k, v, o = qkvo()
@@ -356,8 +381,12 @@ class BackwardArgumentErrors(unittest.TestCase):
     def test_options(self):
         self.invalid("causal='yes'", causal="yes")
         self.invalid("layout='bshd'", layout="bshd")
-        self.invalid("deterministic=1: must be True or False", deterministic=1)
+        self.invalid("deterministic=1: must be True, False or None", deterministic=1)
         self.invalid("warps=0 must be a positive integer", config=(64, 64, 0, 1))
+        self.invalid("causal=True and is_causal=True: give one of them", causal=True, is_causal=True)
+        self.invalid("is_causal='bottom-right': must be True or False", is_causal="bottom-right")
+        self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", enable_gqa=False)
+        self.invalid("enable_gqa=1: must be True, False or None", enable_gqa=1)
 
 
 class ForeignBounds(unittest.TestCase):
@@ -375,10 +404,10 @@ class ForeignBounds(unittest.TestCase):
         liar = FakeDLPack((2, 4, 64, 64))
         liar.managed.dl_tensor.ndim = 100000  # its shape array has 4 entries
         started = time.monotonic()
-        self.invalid(["q: DLPack ndim=100000: out of range [0, 64]"], liar, k, v, out=o)
+        self.invalid(["q: DLPack ndim=100000: flashrtc reads tensors of at most 4 dims"], liar, k, v, out=o)
         self.assertLess(time.monotonic() - started, 1.0)
         liar.managed.dl_tensor.ndim = -1
-        self.invalid(["q: DLPack ndim=-1: out of range [0, 64]"], liar, k, v, out=o)
+        self.invalid(["q: DLPack ndim=-1: a count of dims cannot be negative"], liar, k, v, out=o)
 
     def test_dlpack_negative_extents_and_null_shapes(self):
         q, k, v, o = qkvo()
@@ -400,23 +429,24 @@ class ForeignBounds(unittest.TestCase):
 
     def test_pointers_outside_the_address_range(self):
         q, k, v, o = qkvo()
-        self.invalid(["q.data=-16: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
+        self.invalid(["q.data: out of range [0, 18446744073709551615]"], FakeCai((2, 4, 64, 64), ptr=-16),
                      k, v, out=o)
-        self.invalid(["out.data=18446744073709551616"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        self.invalid(["out.data: out of range"], q, k, v, out=FakeCai((2, 4, 64, 64), ptr=2 ** 64))
+        self.invalid(["q.data (of type float): expected an integer"], FakeCai((2, 4, 64, 64), ptr=1.5 * 2 ** 40),
+                     k, v, out=o)
         unaligned = FakeDLPack((2, 4, 64, 64), byte_offset=2 ** 64 - 1)
-        self.invalid(["q.data + byte_offset="], unaligned, k, v, out=o)
+        self.invalid(["q.data + byte_offset: out of range"], unaligned, k, v, out=o)
 
     def test_streams_outside_the_handle_range(self):
         q, k, v, o = qkvo()
-        self.invalid(["stream=1180591620717411303424: out of range [0, 18446744073709551615]"], q, k, v, out=o,
-                     stream=2 ** 70)
+        self.invalid(["stream: out of range [0, 18446744073709551615]"], q, k, v, out=o, stream=2 ** 70)
 
         class HugeTorchLikeStream:
             cuda_stream = 2 ** 70
 
-        self.invalid(["stream.cuda_stream=1180591620717411303424"], q, k, v, out=o, stream=HugeTorchLikeStream())
+        self.invalid(["stream.cuda_stream: out of range"], q, k, v, out=o, stream=HugeTorchLikeStream())
         named = FakeCai((2, 4, 64, 64), stream=2 ** 70)
-        self.invalid(["q.__cuda_array_interface__['stream']=1180591620717411303424"], named, k, v, out=o)
+        self.invalid(["q.__cuda_array_interface__['stream']: out of range"], named, k, v, out=o)
 
     def test_strides_of_the_wrong_length_or_range(self):
         q, k, v, o = qkvo()
@@ -430,7 +460,8 @@ class ForeignBounds(unittest.TestCase):
         q, k, v, o = qkvo()
         broken = FakeCai((2, 4, 64, 64))
         broken.interface["data"] = 0x7F0000000000
-        self.invalid(["q: __cuda_array_interface__ data="], broken, k, v, out=o)
+        self.invalid(["q: __cuda_array_interface__ data is of type int: expected (pointer, read-only flag)"],
+                     broken, k, v, out=o)
         broken = FakeCai((2, 4, 64, 64))
         broken.interface["typestr"] = None
         self.invalid(["typestr=None"], broken, k, v, out=o)
@@ -439,6 +470,138 @@ class ForeignBounds(unittest.TestCase):
         q, k, v, o = qkvo()
         for scale in (1e39, -1e300, 2 ** 2000):
             self.invalid(["out of float32's range"], q, k, v, out=o, scale=scale)
+
+
+class Pulled:
+    """A sequence that never ends, counting what is read of it; past 1000 entries it fails the test instead of
+    filling memory (a plain endless iterator would hang there)."""
+
+    def __init__(self, value=64):
+        self.value, self.count = value, 0
+
+    def __iter__(self):
+        while True:
+            self.count += 1
+            if self.count > 1000:
+                raise AssertionError("read more than 1000 entries of an endless sequence")
+            yield self.value
+
+
+ADDRESS_LIKE = 0x7F00DEADBEE0  # what a stray read past an array or a pointer would put in a message
+
+
+class HostileProducers(unittest.TestCase):
+    """A producer can lie: its shape and strides are read a bounded number of entries deep, a DLPack ndim is
+    checked before the arrays it sizes are read, and no message shows a pointer, an address or an unbounded
+    repr."""
+
+    def refused(self, fragment, *args, **kwargs):
+        with self.assertRaises(flashrtc.InvalidArgumentError) as caught:
+            flashrtc.attention(*args, **kwargs)
+        message = str(caught.exception)
+        self.assertIn(fragment, message)
+        self.assert_no_address(message)
+        return message
+
+    def assert_no_address(self, message):
+        self.assertNotRegex(message, r"0x[0-9a-fA-F]{6,}")
+        self.assertNotIn(str(ADDRESS_LIKE), message)
+
+    def test_an_endless_shape_or_strides_is_refused_after_max_rank_plus_one_entries(self):
+        q, k, v, o = qkvo()
+        for field in ("shape", "strides"):
+            with self.subTest(field=field):
+                endless = Pulled()
+                liar = FakeCai((2, 4, 64, 64))
+                liar.interface[field] = endless
+                self.refused(f"q.{field} has more than 4 entries: flashrtc reads tensors of at most 4 dims",
+                             liar, k, v, out=o)
+                self.assertEqual(endless.count, 5)
+
+    def test_a_long_shape_is_not_read_to_its_end(self):
+        q, k, v, o = qkvo()
+        long_shape = FakeCai((2, 4, 64, 64))
+        long_shape.interface["shape"] = range(1, 10 ** 18)
+        started = time.monotonic()
+        self.refused("q.shape has more than 4 entries", long_shape, k, v, out=o)
+        self.assertLess(time.monotonic() - started, 1.0)
+        self.refused("out.shape has more than 4 entries", q, k, v, out=FakeCai((1, 2, 4, 64, 64)))
+
+    def test_a_dlpack_ndim_beyond_its_shape_array_is_refused_before_reading_it(self):
+        q, k, v, o = qkvo()
+        for ndim in (5, 64):
+            with self.subTest(ndim=ndim):
+                liar = FakeDLPack((2, 4, 64, 64))
+                # What lies past the 4 entries the producer has: here an address-like sentinel, in a real
+                # producer whatever the heap holds there.
+                beyond = (ctypes.c_int64 * 64)(2, 4, 64, 64, *([ADDRESS_LIKE] * 60))
+                liar.beyond = beyond
+                liar.managed.dl_tensor.shape = ctypes.cast(beyond, ctypes.POINTER(ctypes.c_int64))
+                liar.managed.dl_tensor.ndim = ndim
+                self.refused(f"q: DLPack ndim={ndim}: flashrtc reads tensors of at most 4 dims", liar, k, v, out=o)
+
+    def test_messages_name_a_foreign_value_by_its_type_not_its_repr(self):
+        q, k, v, o = qkvo()
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["shape"] = object()  # its repr holds its address
+        self.assertIn("q.shape=<object object>: expected a sequence of integers",
+                      self.refused("q.shape=", opaque, k, v, out=o))
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["shape"] = (2, object(), 64, 64)
+        self.refused("q.shape[1]=<object object>: expected an integer", opaque, k, v, out=o)
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["strides"] = object()
+        self.refused("q.strides=<object object>: expected a sequence of integers", opaque, k, v, out=o)
+        opaque = FakeCai((2, 4, 64, 64))
+        opaque.interface["typestr"] = "<f" + "9" * 100000
+        message = self.refused("q has dtype typestr '<f99999", opaque, k, v, out=o)
+        self.assertIn("... (100002 characters)", message)
+        self.assertLess(len(message), 300)
+
+    def test_a_malformed_dlpack_device_is_refused(self):
+        q, k, v, o = qkvo()
+        for answer, shown in ((itertools.count(), "<itertools.count object>"), ((2, 0, 0), "(2, 0, 0)"),
+                              ((object(), 0), None)):
+            liar = FakeDLPack((2, 4, 64, 64))
+            liar.__dlpack_device__ = lambda answer=answer: answer
+            with self.subTest(answer=shown):
+                self.refused(f"q.__dlpack_device__() returned {shown}: expected (device_type, device_id)" if shown
+                             else "q.__dlpack_device__()[0]=<object object>: expected an integer", liar, k, v, out=o)
+
+    def test_a_zero_item_size_is_a_dtype_error(self):
+        q, k, v, o = qkvo()
+        self.refused("q has dtype typestr '<f0'", FakeCai((2, 4, 64, 64), "<f0", strides=(8, 4, 2, 1)), k, v, out=o)
+
+    def test_integers_too_long_to_print_are_named_by_size(self):
+        q, k, v, o = qkvo()
+        self.refused("q.shape[2]=<an integer of 20001 bits>: out of range", FakeCai((2, 4, 2 ** 20000, 64)), k, v,
+                     out=o)
+
+    def test_pointers_and_handles_never_appear_in_a_message(self):
+        q, k, v, o = qkvo()
+        bare_pointer = FakeCai((2, 4, 64, 64))
+        bare_pointer.interface["data"] = ADDRESS_LIKE
+        self.refused("q: __cuda_array_interface__ data is of type int", bare_pointer, k, v, out=o)
+        three = FakeCai((2, 4, 64, 64))
+        three.interface["data"] = (ADDRESS_LIKE, False, 0)
+        self.refused("data is a tuple of 3 items", three, k, v, out=o)
+        self.refused("q.data: out of range", FakeCai((2, 4, 64, 64), ptr=-ADDRESS_LIKE), k, v, out=o)
+
+        class ThreeFieldStream:
+            def __cuda_stream__(self):
+                return (0, ADDRESS_LIKE, 0)
+
+        with self.assertRaises(TypeError) as caught:
+            flashrtc.attention(q, k, v, out=o, stream=ThreeFieldStream())
+        self.assertIn("returned a tuple of 3 items: expected (version, handle)", str(caught.exception))
+        self.assert_no_address(str(caught.exception))
+
+    def test_row_major_strides_beyond_int64_are_refused(self):
+        q, k, v, o = qkvo()
+        self.refused("q has shape (2147483648, 2147483648, 2147483648, 64): its C-order strides exceed 2^63 - 1",
+                     FakeCai((2 ** 31, 2 ** 31, 2 ** 31, 64)), k, v, out=o)
+        self.refused("k has shape (2147483648, 2147483648, 2147483648, 64): its C-order strides exceed",
+                     q, FakeDLPack((2 ** 31, 2 ** 31, 2 ** 31, 64)), v, out=o)
 
 
 @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
@@ -569,6 +732,30 @@ class BackwardMarshalling(unittest.TestCase):
         self.assertEqual(call.gradients, (args["dq"], args["dk"], args["dv"]))
         p = _backward.prepare_backward(dout, q, k, v, o, lse, **args).params
         self.assertEqual((p.mask, p.has_softmax_scale, p.deterministic, p.block_m, p.stream), (0, 0, 0, 0, None))
+
+    def test_sdpa_keywords_and_deterministic_as_the_forward_takes_them(self):
+        if not self.has_backward:
+            self.skipTest("this libflashrtc predates the backward")
+        library = _library.load()
+        structs = []
+        saved = library.backward
+        library.backward = lambda p: structs.append(_library.BackwardParams.from_buffer_copy(p)) or 0
+        try:
+            for options, mask in (({"is_causal": True}, 1), ({"causal": "bottom-right"}, 2),
+                                  ({"causal": True, "is_causal": False}, 1), ({"is_causal": None}, 0), ({}, 0)):
+                call_backward(backward_args(), **options)
+                self.assertEqual(structs[-1].mask, mask, options)
+            call_backward(backward_args(hq=4, hkv=4), enable_gqa=False)
+            call_backward(backward_args(), enable_gqa=True)
+            for deterministic, torch_setting, expected in ((None, None, 0), (None, False, 0), (None, True, 1),
+                                                           (False, True, 0), (True, False, 1)):
+                with fake_torch.installed() as torch:
+                    if torch_setting is not None:
+                        torch.are_deterministic_algorithms_enabled = lambda: torch_setting
+                    call_backward(backward_args(), deterministic=deterministic)
+                self.assertEqual(structs[-1].deterministic, expected, (deterministic, torch_setting))
+        finally:
+            library.backward = saved
 
     @unittest.skipIf(gpu_present(), "a GPU is present: a valid call would launch on fake pointers")
     def test_a_valid_call_reaches_the_device_check(self):
@@ -714,6 +901,17 @@ class TorchSignatureCache(unittest.TestCase):
         self.assertEqual(self.operator_calls[-1], (q, k, v, True, None, None, True, "bhnd", None, None, None, None,
                                                    None, True))
         self.assertEqual(len(self.structs), 1)
+
+    def test_an_sdpa_call_as_written_launches_what_flashrtcs_keywords_do(self):
+        torch = self.torch
+        q, k, v = (torch.tensor_bhnd((1, 2, 5, 64)) for _ in range(3))
+        for sdpa_args, sdpa_kwargs, ours in (
+                ((None, 0.0, True), {"scale": 0.5}, {"causal": True, "scale": 0.5}),
+                ((None, 0, False, 0.25), {}, {"scale": 0.25}),
+                ((), {"attn_mask": None, "dropout_p": 0.0, "is_causal": True, "enable_gqa": True}, {"causal": True})):
+            o = flashrtc.attention(q, k, v, *sdpa_args, **sdpa_kwargs)
+            with self.subTest(args=sdpa_args, kwargs=sdpa_kwargs):
+                self.same_but_pointers(self.structs[-1][0], self.expected(q, k, v, out=o, **ours))
 
     def test_sdpa_keywords_share_the_signature_of_their_meaning(self):
         torch = self.torch

@@ -217,6 +217,29 @@ class AutogradPlumbing(unittest.TestCase):
             self.assertEqual((x.grad.shape, x.grad.dtype), (x.shape, x.dtype), name)
             self.assertLess((x.grad.double() - ref).abs().max().item(), 1e-5, f"d{name}")
 
+    def test_an_sdpa_call_as_written(self):
+        """The arguments of a torch.nn.functional.scaled_dot_product_attention call, positional and keyword,
+        given to flashrtc.attention unchanged: the same o and gradients (the operator's plumbing, on the CPU
+        reference kernels, whose lse is float32 as the real one). SDPA's math backend: its CPU flash backend
+        gives NaN for a negative scale with is_causal."""
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        calls = [((), {}), ((None, 0.0, True), {}), ((None, 0.0, False), {"scale": 0.3}),
+                 ((), {"attn_mask": None, "dropout_p": 0.0, "is_causal": True, "scale": -0.5}),
+                 ((None,), {"is_causal": True, "enable_gqa": True})]
+        for args, kwargs in calls:
+            with self.subTest(args=args, kwargs=kwargs):
+                gqa = kwargs.get("enable_gqa", False)
+                results = []
+                for function in (F.scaled_dot_product_attention, flashrtc.attention):
+                    q, k, v = leaves((2, 4, 9, 16), (2, 2 if gqa else 4, 9, 16), (2, 2 if gqa else 4, 9, 16),
+                                     dtype=torch.float64)
+                    with sdpa_kernel([SDPBackend.MATH]):
+                        o = function(q, k, v, *args, **kwargs)
+                    o.backward(torch.ones_like(o))
+                    results.append((o.detach(), q.grad, k.grad, v.grad))
+                for name, ours, theirs in zip(("o", "dq", "dk", "dv"), results[1], results[0]):
+                    self.assertLess((ours - theirs).abs().max().item(), 1e-5, name)
+
     def test_masks_gqa_lengths_layouts_scales(self):
         for causal in (False, True, "bottom-right"):
             for hq, hkv, nq, nk in ((4, 4, 17, 17), (4, 2, 5, 13), (6, 1, 13, 5), (2, 2, 1, 1)):
@@ -367,11 +390,45 @@ class ArgumentErrors(unittest.TestCase):
 
     def test_sdpa_keywords(self):
         self.invalid("enable_gqa=False with 4 query heads and 2 key/value heads", enable_gqa=False)
-        self.invalid("give one of them", causal=False, is_causal=False)
+        self.invalid("give one of them", causal=False, is_causal=True)
+        self.invalid("attn_mask: flashrtc does not take a mask tensor yet", self.q, self.k, self.v,
+                     torch.ones(7, 7, dtype=torch.bool), enable_gqa=True)
+        self.invalid("dropout_p=0.1: flashrtc has no attention dropout yet", dropout_p=0.1)
         self.invalid("is_causal=1: must be True or False", is_causal=1)
         self.invalid("deterministic='yes': must be True, False or None", deterministic="yes")
         self.invalid("causal='diagonal'", causal="diagonal")
         self.invalid("layout='nhd'", layout="nhd")
+
+    def test_a_tensor_off_cuda_is_refused_alike_with_or_without_grad(self):
+        """In a process where no kernel is registered for the CPU (here one is, for the other tests): the
+        plain path's InvalidArgumentError whether the call would go to autograd's function, the operator under
+        torch.compile, or the plain launch; never torch's "Could not run 'flashrtc::attention_forward' with
+        arguments from the 'CPU' backend"."""
+        code = ("import torch, flashrtc\n"
+                "def message(call):\n"
+                "    try:\n"
+                "        call()\n"
+                "    except flashrtc.InvalidArgumentError as e:\n"
+                "        return str(e)\n"
+                "    except Exception as e:\n"
+                "        return f'{type(e).__name__}: {e}'.replace('\\n', ' ')\n"
+                "    return 'no error'\n"
+                "q, k, v = (torch.randn(1, 2, 7, 8) for _ in range(3))\n"
+                "cuda_like = torch.empty(1, 2, 7, 8, device='meta')\n"
+                "print(message(lambda: flashrtc.attention(q, k, v)))\n"
+                "print(message(lambda: flashrtc.attention(q.requires_grad_(), k, v)))\n"
+                "print(message(lambda: flashrtc.attention(q, k.requires_grad_(), v, is_causal=True)))\n"
+                "compiled = torch.compile(lambda q, k, v: flashrtc.attention(q, k, v), backend='aot_eager')\n"
+                "print(message(lambda: compiled(q, k, v)))\n"
+                "print(message(lambda: flashrtc.attention(cuda_like.requires_grad_(), k, v)))\n")
+        env = dict(os.environ, PYTHONPATH=str(_CHECKOUT_PYTHON))
+        r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[:3], ["q is on cpu: flashrtc needs CUDA tensors"] * 3)
+        self.assertIn("q is on cpu: flashrtc needs CUDA tensors", lines[3])  # inside torch.compile's error
+        self.assertEqual(lines[4], "k is on cpu: flashrtc needs CUDA tensors")  # meta has the fake kernel
 
     def test_errors_under_compile(self):
         compiled = torch.compile(lambda q, k, v: flashrtc.attention(q, k, v, enable_gqa=False), fullgraph=True,
