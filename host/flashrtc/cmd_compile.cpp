@@ -222,8 +222,6 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
 int execute_compile(const CompileOptions& options) {
   if (!options.all && (options.dtype.empty() || options.head_dim == 0))
     throw UsageError("compile needs --dtype and --head-dim, or --all");
-  // A malformed FLASHRTC_CONFIG is refused as every call and `flashrtc config` refuse it, --all included.
-  parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
   const std::string arch = compile_arch(options.target.arch);
   if (options.all) return compile_all(arch, options.jobs, options.json);
   // The kernel a call of this shape would resolve to on the target of arch; without a length, the one for

@@ -112,6 +112,12 @@ void TargetOptions::require_device(const std::string& device_name, const std::st
                      "); --gpu-name chooses the target of --dry-run only");
 }
 
+void check_environment() {
+  const RuntimeConfig& config = runtime_config();  // throws for a flag or log level it does not know
+  parse_tile_override(config.config_override, "FLASHRTC_CONFIG");
+  check_arch_override();
+}
+
 std::string compile_arch(const std::string& requested) {
   if (!requested.empty()) return requested;
   check_arch_override();

@@ -48,6 +48,11 @@ struct TargetOptions {
   void require_device(const std::string& device_name, const std::string& device_arch) const;
 };
 
+/// The environment's settings as every command takes them, before it does anything: a flag or log level
+/// runtime_config() does not know, a malformed FLASHRTC_CONFIG or an FLASHRTC_ARCH NVRTC cannot target is
+/// an error naming the variable (kInvalidArgument, or UsageError for the arch; exit 2 either way).
+void check_environment();
+
 /// The arch to compile for: --arch, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
 /// Throws Error(kNoDevice) when none of them is there.
 std::string compile_arch(const std::string& requested);

@@ -443,6 +443,39 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("every command refuses a flag, log level or FLASHRTC_CONFIG it does not know, naming the variable") {
+  Sandbox box("flashrtc-cli-bad-env");
+  const std::vector<std::vector<std::string> > commands = {
+      {"info"},
+      {"info", "--json"},
+      {"info", "--has-gpu"},
+      {"cache", "ls"},
+      {"cache", "verify"},
+      {"cache", "prune", "--max-size", "1G"},
+      {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"compile", "--dtype", "bf16", "--head-dim", "64", "--arch", "sm_80"},
+      {"compile", "--all", "--arch", "sm_80"},
+      {"bench", "--dry-run", "--shape", "1,8,64,64", "--dtype", "bf16"},
+      {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"run", "--batch", "1", "--heads", "1", "--seqlen", "64", "--head-dim", "64", "--dtype", "bf16"}};
+  const std::vector<std::pair<std::string, std::string> > bad = {{"FLASHRTC_REQUIRE_CACHED", "maybe"},
+                                                                 {"FLASHRTC_DISABLE_DISK_CACHE", "2"},
+                                                                 {"FLASHRTC_ALWAYS_COMPILE", "enabled"},
+                                                                 {"FLASHRTC_LOG_LEVEL", "verbose"},
+                                                                 {"FLASHRTC_CONFIG", "blockm=64"}};
+  for (const auto& command : commands)
+    for (const auto& [name, value] : bad) {
+      INFO(command[0] << (command.size() > 1 ? " " + command[1] : "") << " with " << name << "=" << value);
+      const Result r = box.run(command, {{name, value}});
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find("flashrtc: error: InvalidArgument: " + name + "='" + value + "'") == 0);
+    }
+  // The documented spellings in any case, and empty as unset.
+  for (const char* value : {"False", "OFF", "no", ""})
+    CHECK(box.run({"cache", "ls"}, {{"FLASHRTC_REQUIRE_CACHED", value}}).exit_code == 0);
+  CHECK(box.run({"cache", "ls"}, {{"FLASHRTC_LOG_LEVEL", "Debug"}}).exit_code == 0);
+}
+
 TEST_CASE("bad arch and length forms are usage errors naming what is accepted, in every command") {
   Sandbox box("flashrtc-cli-bad-input");
   const std::vector<std::vector<std::string> > with_arch = {
