@@ -159,15 +159,7 @@ int execute_tune(const TuneOptions& o) {
   if (candidates.empty())
     throw Error(ErrorCode::kUnsupported, "no configuration of the " + setup.family->name + " kernels fits " +
                                              setup.arch + " at d=" + std::to_string(head_dim));
-  std::vector<TuneRow> rows;
-  for (const TileConfig& tile : candidates) {
-    TuneRow row;
-    row.tile = tile;
-    const KernelSpec spec{shape.dtype, head_dim, shape.mask, tile, setup.family};
-    row.threads = setup.family->threads(spec);
-    row.smem_bytes = setup.family->smem_bytes(spec);
-    rows.push_back(std::move(row));
-  }
+  std::vector<TuneRow> rows = candidate_rows(setup, candidates);
 
   if (o.dry_run) {
     // NVRTC needs no GPU: --compile adds what ptxas allocated to the listing.

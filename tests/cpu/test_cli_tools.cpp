@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
@@ -378,6 +381,80 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 }
 
 }  // namespace
+
+namespace {
+
+// The rows of `tune --dry-run`'s candidate table: "128x64 w12 s2" and the shared memory column as printed.
+std::vector<std::pair<TileConfig, std::string> > dry_run_rows(const std::string& out) {
+  std::vector<std::pair<TileConfig, std::string> > rows;
+  std::istringstream lines(out.substr(out.find("\nconfig ") + 1));
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line) && line.rfind("dry run:", 0) != 0) {
+    TileConfig tile;
+    int threads = 0;
+    double smem = 0;
+    char unit[8] = {};
+    REQUIRE_MESSAGE(std::sscanf(line.c_str(), "%dx%d w%d s%d %d %lf %7s", &tile.block_m, &tile.block_n,
+                                &tile.warps, &tile.stages, &threads, &smem, unit) == 7,
+                    line);
+    char shown[32];
+    std::snprintf(shown, sizeof(shown), "%.1f %s", smem, unit);
+    rows.emplace_back(tile, shown);
+  }
+  return rows;
+}
+
+// "129.2 KiB", as the command shows bytes.
+std::string kib_text(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("tune --dry-run lists the shared memory each tile's kernel launches with, as compile reports it") {
+  Sandbox box("flashrtc-cli-dry-run-smem");
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (const char* dtype : {"bf16", "fp32"})
+      for (const char* head_dim : {"64", "128"})
+        for (const char* op : {"fwd", "bwd"}) {
+          INFO(arch << " " << dtype << " d=" << head_dim << " --op " << op);
+          const Result r = box.run({"tune", "--dry-run", "--space", "full", "--arch", arch, "--op", op, "--dtype",
+                                    dtype, "--head-dim", head_dim, "--seqlen", "4096"});
+          REQUIRE(r.exit_code == 0);
+          const auto rows = dry_run_rows(r.out);
+          CHECK_FALSE(rows.empty());
+          for (const auto& [tile, smem] : rows) {
+            // What `compile --arch ARCH --seqlen 4096` with this tile builds (its resolution and spec).
+            ConfigQuery query;
+            query.operation = std::string(op) == "bwd" ? Operation::kBackward : Operation::kForward;
+            query.dtype = *parse_dtype(dtype);
+            query.head_dim = std::stoi(head_dim);
+            query.seqlen_q = query.seqlen_kv = 4096;
+            query.explicit_config = tile;
+            const KernelSpec spec = call_kernel_spec(query, resolve_config(query, assumed_device_target("", arch)));
+            INFO(to_string(tile));
+            CHECK(smem == kib_text(spec.family->smem_bytes(spec)));
+          }
+        }
+  // And as the command itself says, for the Hopper default and a small tile of the same family.
+  for (const std::vector<std::string> tile : {std::vector<std::string>{"192", "80", "16", "3"},
+                                              std::vector<std::string>{"128", "64", "12", "2"}}) {
+    const std::vector<std::string> call = {"--arch",  "sm_90a",  "--dtype",   "bf16",   "--head-dim", "128",
+                                           "--seqlen", "4096",   "--block-m", tile[0],  "--block-n",  tile[1],
+                                           "--warps", tile[2],   "--stages",  tile[3]};
+    const Result dry = box.run(with({"tune", "--dry-run", "--space", "full"}, call));
+    const Result compiled = box.run(with({"compile"}, call));
+    REQUIRE(dry.exit_code == 0);
+    REQUIRE(compiled.exit_code == 0);
+    const std::string row = line_of(dry.out, tile[0] + "x" + tile[1] + " w" + tile[2] + " s" + tile[3] + " ");
+    const std::string dynamic = line_of(compiled.out, "dynamic smem:");
+    const std::string shown = dynamic.substr(dynamic.find('(') + 1, dynamic.find(')') - dynamic.find('(') - 1);
+    CHECK(row.find(" " + shown + " ") != std::string::npos);
+  }
+}
 
 TEST_CASE(
     "--block-m/--block-n/--warps/--stages override the resolved tile alike in config, bench, tune, compile") {
