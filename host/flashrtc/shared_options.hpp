@@ -18,6 +18,19 @@ inline constexpr std::int64_t kMaxCount = 2147483647;
 /// value, however long, can overflow or reach a loop over lengths.
 CLI::Validator count_validator();
 
+/// --op in compile, config, bench and tune: fwd (the default) or bwd, the kernels of the call's backward.
+/// bwd_help says what bwd does in that command.
+CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help);
+
+/// --warmup and --iters in run, bench and tune: untimed launches, then the timed ones whose median is
+/// reported, counted `per` ("per point"); warmup_note follows --warmup's help. Returns --iters.
+CLI::Option* add_timing_options(CLI::App& app, int& warmup, int& iters, const std::string& per,
+                                const std::string& warmup_note = "");
+
+/// old_name as a deprecated spelling of the integer option now_option: it still sets value, and warns once on
+/// stderr naming the new spelling. Not listed in --help.
+void add_deprecated_alias(CLI::App& app, const std::string& old_name, CLI::Option* now_option, int& value);
+
 /// --block-m/--block-n/--warps/--stages in run, bench, compile, config and tune: the fields given replace
 /// those of the tile the call resolves to (explicit > FLASHRTC_CONFIG > tuned > default), never those of
 /// another base.

@@ -553,6 +553,92 @@ TEST_CASE("every command refuses a flag, log level or FLASHRTC_CONFIG it does no
   CHECK(box.run({"cache", "ls"}, {{"FLASHRTC_LOG_LEVEL", "Debug"}}).exit_code == 0);
 }
 
+TEST_CASE("--iters, --warmup and --op mean the same in every command; --repeats is a deprecated --iters") {
+  Sandbox box("flashrtc-cli-names");
+  for (const char* command : {"run", "bench", "tune"}) {
+    const Result help = box.run({command, "--help"});
+    INFO(command);
+    CHECK(help.out.find("--iters INT:INT in [1 - 1000000]") != std::string::npos);
+    CHECK(help.out.find("--warmup INT:INT in [0 - 1000000]") != std::string::npos);
+    CHECK(help.out.find("--repeats") == std::string::npos);
+  }
+  for (const char* command : {"compile", "config", "bench", "tune"})
+    CHECK_MESSAGE(box.run({command, "--help"}).out.find("--op TEXT:{fwd,bwd}=fwd     fwd, or bwd: ") !=
+                      std::string::npos,
+                  command);
+  const std::vector<std::string> dry = {"tune", "--dry-run", "--arch", "sm_80", "--dtype", "bf16", "--head-dim",
+                                        "64", "--seqlen", "512"};
+  Result r = box.run(with(dry, {"--repeats", "5"}));
+  CHECK(r.exit_code == 0);
+  const std::string warning = "flashrtc: warning: --repeats is deprecated, use --iters\n";
+  CHECK(r.err == warning);
+  r = box.run(with(dry, {"--iters", "5"}));
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(box.run(with(dry, {"--iters", "5", "--repeats", "5"})).exit_code == 2);
+  for (const char* bad : {"0", "x", "1000001"}) {
+    r = box.run(with(dry, {"--repeats", bad}));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--repeats: " + std::string(bad) + ": must be an integer from 1 to 1000000") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("compile --op bwd compiles the backward's kernels as config --op bwd resolves them") {
+  Sandbox box("flashrtc-cli-compile-bwd");
+  const std::vector<std::string> call = {"--op", "bwd", "--arch", "sm_80", "--dtype", "bf16", "--head-dim", "64",
+                                         "--seqlen", "1024"};
+  const Result compiled = box.run(with({"compile", "--json"}, call));
+  REQUIRE(compiled.exit_code == 0);
+  const Result config = box.run(with({"config", "--json"}, call));
+  REQUIRE(config.exit_code == 0);
+  const json kernels = json::parse(compiled.out).at("kernels");
+  const json resolved = json::parse(config.out).at("kernels");
+  REQUIRE(kernels.size() == resolved.size());
+  REQUIRE(kernels.size() >= 2);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    CHECK(kernels[i].at("role") == resolved[i].at("role"));
+    CHECK(kernels[i].at("resolution").at("config") == resolved[i].at("config"));
+    CHECK(kernels[i].at("resolution").at("family") == resolved[i].at("family"));
+    CHECK(kernels[i].at("kernel").at("arch") == "sm_80");
+  }
+  // The text names each kernel before its details.
+  const Result text = box.run(with({"compile"}, call));
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("main: ") != std::string::npos);
+  CHECK(text.out.find("from:           disk") != std::string::npos);  // warmed by the first one
+}
+
+TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only those kernels") {
+  Sandbox box("flashrtc-cli-compile-narrow");
+  // Under FLASHRTC_REQUIRE_CACHED nothing compiles: the list shows, fast.
+  const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};
+  const auto count = [](bool backward, std::optional<DType> dtype, int head_dim) {
+    std::size_t n = 0;
+    for (const KernelSpec& spec : warm_specs("sm_90a"))
+      n += (spec.family->operation != Operation::kForward) == backward && (!dtype || spec.dtype == *dtype) &&
+           (!head_dim || spec.head_dim == head_dim);
+    return n;
+  };
+  const std::vector<std::string> all = {"compile", "--all", "--arch", "sm_90a", "-j", "2"};
+  Result r = box.run(with(all, {"--op", "fwd", "--dtype", "bf16", "--head-dim", "128"}), strict);
+  const std::string n = std::to_string(count(false, DType::kBFloat16, 128));
+  CHECK(r.out.find("specializations for sm_90a (--op fwd --dtype bf16 --head-dim 128): " + n + " defaults") !=
+        std::string::npos);
+  CHECK(r.out.find("done: 0 of " + n + " ready, " + n + " failed") != std::string::npos);
+  CHECK(r.out.find(" fp32 ") == std::string::npos);
+  r = box.run(with(all, {"--op", "bwd"}), strict);
+  const std::string backward = std::to_string(count(true, std::nullopt, 0));
+  CHECK(r.out.find("done: 0 of " + backward + " ready") != std::string::npos);
+  r = box.run(with(all, {"--dtype", "fp16"}), strict);
+  const std::string fp16 = std::to_string(count(false, DType::kFloat16, 0) + count(true, DType::kFloat16, 0));
+  CHECK(r.out.find("done: 0 of " + fp16 + " ready") != std::string::npos);
+  // Nothing to warm is a usage error, not an empty success.
+  r = box.run(with(all, {"--head-dim", "80"}));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("compile --all --head-dim 80: no default or tuned kernel for sm_90a") != std::string::npos);
+}
+
 TEST_CASE("bad arch and length forms are usage errors naming what is accepted, in every command") {
   Sandbox box("flashrtc-cli-bad-input");
   const std::vector<std::vector<std::string> > with_arch = {
