@@ -123,10 +123,8 @@ Json row_json(std::size_t n, std::size_t total, const KernelSpec& spec, const Co
   return row;
 }
 
-// Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order as they
-// become ready, with a progress line below them on a terminal, then one summary line. json: JSON lines
-// instead, a row each and the summary last.
-// The kernels of --all that --op, --dtype and --head-dim leave, in order; narrowed says by what ("" for none).
+// The kernels of --all that --op, --dtype and --head-dim leave, in order; narrowed says by what ("" for
+// none).
 std::vector<KernelSpec> narrowed_specs(std::vector<KernelSpec> specs, const CompileOptions& o,
                                        std::string& narrowed) {
   narrowed.clear();
@@ -135,13 +133,17 @@ std::vector<KernelSpec> narrowed_specs(std::vector<KernelSpec> specs, const Comp
   if (o.head_dim) narrowed += " --head-dim " + std::to_string(o.head_dim);
   const auto unwanted = [&](const KernelSpec& spec) {
     const bool backward = spec.family->operation != Operation::kForward;
-    return (o.op_given && backward != (o.op == "bwd")) || (!o.dtype.empty() && spec.dtype != dtype_from(o.dtype)) ||
+    return (o.op_given && backward != (o.op == "bwd")) ||
+           (!o.dtype.empty() && spec.dtype != dtype_from(o.dtype)) ||
            (o.head_dim && spec.head_dim != o.head_dim);
   };
   specs.erase(std::remove_if(specs.begin(), specs.end(), unwanted), specs.end());
   return specs;
 }
 
+// Compiles on --jobs threads (NVRTC and the cache are thread-safe) and prints rows in table order as they
+// become ready, with a progress line below them on a terminal, then one summary line. --json: JSON lines
+// instead, a row each and the summary last.
 int compile_all(const std::string& arch, const CompileOptions& o) {
   // The defaults for arch's shared memory, then the tiles tuned for arch: what a deployment's calls use.
   std::string narrowed;
@@ -337,10 +339,7 @@ Command add_compile_command(CLI::App& parent) {
                 "one JSON document {specialization, resolution, kernel} (--op bwd: {op, kernels: [{role, "
                 "specialization, resolution, kernel}]}); with --all JSON lines, one "
                 "{n, total, specialization, kernel or error} per specialization and a last {summary}");
-  all->excludes("--gpu-name")
-      ->excludes(mask)
-      ->excludes(seqlen)
-      ->excludes(kv_seqlen);
+  all->excludes("--gpu-name")->excludes(mask)->excludes(seqlen)->excludes(kv_seqlen);
   for (const char* tile_flag : {"--block-m", "--block-n", "--warps", "--stages"}) all->excludes(tile_flag);
   return {app, [options, op] {
             options->op_given = op->count() > 0;

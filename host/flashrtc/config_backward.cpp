@@ -37,8 +37,8 @@ const char* backward_label(Operation op) {
   return "forward:";
 }
 
-std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
-                                             const DeviceTarget& target) {
+std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic,
+                                             const TileOptions& tile, const DeviceTarget& target) {
   BackwardParams call;
   call.dtype = query.dtype;
   call.head_dim = query.head_dim;
@@ -86,7 +86,8 @@ void print_backward_config(const ConfigQuery& query, bool deterministic, const T
   std::printf("device:     %s\n", device.c_str());
   for (const BackwardKernel& k : kernels) {
     const ConfigResolution& r = k.resolution;
-    std::printf("%-11s %s %s\n", backward_label(k.operation), r.family->name.c_str(), to_string(r.config).c_str());
+    std::printf("%-11s %s %s\n", backward_label(k.operation), r.family->name.c_str(),
+                to_string(r.config).c_str());
     std::printf("  source:     %s (%s)\n", to_string(r.source), r.why.c_str());
     if (r.tuning_key) std::printf("  tuning key: %s\n", to_string(*r.tuning_key).c_str());
     if (r.tuned && r.source != ConfigSource::kTuned)

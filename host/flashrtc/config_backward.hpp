@@ -18,8 +18,8 @@ struct BackwardKernel {
 
 /// The kernels of the backward of query's call (query.operation is ignored) on target, in launch order; tile
 /// (the command's tile options) applies to the main kernel as BackwardParams::config does.
-std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
-                                             const DeviceTarget& target);
+std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic,
+                                             const TileOptions& tile, const DeviceTarget& target);
 
 /// What a backward kernel does in the call: "prep", "main", "dq", "dq_convert" (JSON), and its text label.
 const char* backward_role(Operation op);

@@ -55,8 +55,8 @@ void add_deprecated_alias(CLI::App& app, const std::string& old_name, CLI::Optio
              throw CLI::ValidationError(old_name, text.substr(0, 24) + ": must be an integer from 1 to " +
                                                       std::to_string(kMaxLaunches));
            if (now_option->count() > 0)
-             throw CLI::ValidationError(old_name, "the deprecated spelling of " + now_name + ": give " + now_name +
-                                                      " alone");
+             throw CLI::ValidationError(
+                 old_name, "the deprecated spelling of " + now_name + ": give " + now_name + " alone");
            std::fprintf(stderr, "flashrtc: warning: %s is deprecated, use %s\n", old_name.c_str(),
                         now_name.c_str());
            value = given;

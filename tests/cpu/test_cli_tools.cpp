@@ -421,8 +421,8 @@ TEST_CASE("tune --dry-run lists the shared memory each tile's kernel launches wi
       for (const char* head_dim : {"64", "128"})
         for (const char* op : {"fwd", "bwd"}) {
           INFO(arch << " " << dtype << " d=" << head_dim << " --op " << op);
-          const Result r = box.run({"tune", "--dry-run", "--space", "full", "--arch", arch, "--op", op, "--dtype",
-                                    dtype, "--head-dim", head_dim, "--seqlen", "4096"});
+          const Result r = box.run({"tune", "--dry-run", "--space", "full", "--arch", arch, "--op", op,
+                                    "--dtype", dtype, "--head-dim", head_dim, "--seqlen", "4096"});
           REQUIRE(r.exit_code == 0);
           const auto rows = dry_run_rows(r.out);
           CHECK_FALSE(rows.empty());
@@ -434,24 +434,26 @@ TEST_CASE("tune --dry-run lists the shared memory each tile's kernel launches wi
             query.head_dim = std::stoi(head_dim);
             query.seqlen_q = query.seqlen_kv = 4096;
             query.explicit_config = tile;
-            const KernelSpec spec = call_kernel_spec(query, resolve_config(query, assumed_device_target("", arch)));
+            const KernelSpec spec =
+                call_kernel_spec(query, resolve_config(query, assumed_device_target("", arch)));
             INFO(to_string(tile));
             CHECK(smem == kib_text(spec.family->smem_bytes(spec)));
           }
         }
   // And as the command itself says, for the Hopper default and a small tile of the same family.
-  for (const std::vector<std::string> tile : {std::vector<std::string>{"192", "80", "16", "3"},
-                                              std::vector<std::string>{"128", "64", "12", "2"}}) {
-    const std::vector<std::string> call = {"--arch",  "sm_90a",  "--dtype",   "bf16",   "--head-dim", "128",
-                                           "--seqlen", "4096",   "--block-m", tile[0],  "--block-n",  tile[1],
-                                           "--warps", tile[2],   "--stages",  tile[3]};
+  for (const std::vector<std::string> tile :
+       {std::vector<std::string>{"192", "80", "16", "3"}, std::vector<std::string>{"128", "64", "12", "2"}}) {
+    const std::vector<std::string> call = {"--arch",   "sm_90a", "--dtype",   "bf16",  "--head-dim", "128",
+                                           "--seqlen", "4096",   "--block-m", tile[0], "--block-n",  tile[1],
+                                           "--warps",  tile[2],  "--stages",  tile[3]};
     const Result dry = box.run(with({"tune", "--dry-run", "--space", "full"}, call));
     const Result compiled = box.run(with({"compile"}, call));
     REQUIRE(dry.exit_code == 0);
     REQUIRE(compiled.exit_code == 0);
     const std::string row = line_of(dry.out, tile[0] + "x" + tile[1] + " w" + tile[2] + " s" + tile[3] + " ");
     const std::string dynamic = line_of(compiled.out, "dynamic smem:");
-    const std::string shown = dynamic.substr(dynamic.find('(') + 1, dynamic.find(')') - dynamic.find('(') - 1);
+    const std::string shown =
+        dynamic.substr(dynamic.find('(') + 1, dynamic.find(')') - dynamic.find('(') - 1);
     CHECK(row.find(" " + shown + " ") != std::string::npos);
   }
 }
@@ -520,7 +522,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("every command refuses a flag, log level or FLASHRTC_CONFIG it does not know, naming the variable") {
+TEST_CASE(
+    "every command refuses a flag, log level or FLASHRTC_CONFIG it does not know, naming the variable") {
   Sandbox box("flashrtc-cli-bad-env");
   const std::vector<std::vector<std::string> > commands = {
       {"info"},
@@ -566,8 +569,8 @@ TEST_CASE("--iters, --warmup and --op mean the same in every command; --repeats 
     CHECK_MESSAGE(box.run({command, "--help"}).out.find("--op TEXT:{fwd,bwd}=fwd     fwd, or bwd: ") !=
                       std::string::npos,
                   command);
-  const std::vector<std::string> dry = {"tune", "--dry-run", "--arch", "sm_80", "--dtype", "bf16", "--head-dim",
-                                        "64", "--seqlen", "512"};
+  const std::vector<std::string> dry = {"tune", "--dry-run",  "--arch", "sm_80",    "--dtype",
+                                        "bf16", "--head-dim", "64",     "--seqlen", "512"};
   Result r = box.run(with(dry, {"--repeats", "5"}));
   CHECK(r.exit_code == 0);
   const std::string warning = "flashrtc: warning: --repeats is deprecated, use --iters\n";
@@ -586,8 +589,8 @@ TEST_CASE("--iters, --warmup and --op mean the same in every command; --repeats 
 
 TEST_CASE("compile --op bwd compiles the backward's kernels as config --op bwd resolves them") {
   Sandbox box("flashrtc-cli-compile-bwd");
-  const std::vector<std::string> call = {"--op", "bwd", "--arch", "sm_80", "--dtype", "bf16", "--head-dim", "64",
-                                         "--seqlen", "1024"};
+  const std::vector<std::string> call = {"--op", "bwd",        "--arch", "sm_80",    "--dtype",
+                                         "bf16", "--head-dim", "64",     "--seqlen", "1024"};
   const Result compiled = box.run(with({"compile", "--json"}, call));
   REQUIRE(compiled.exit_code == 0);
   const Result config = box.run(with({"config", "--json"}, call));
@@ -636,7 +639,8 @@ TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only 
   // Nothing to warm is a usage error, not an empty success.
   r = box.run(with(all, {"--head-dim", "80"}));
   CHECK(r.exit_code == 2);
-  CHECK(r.err.find("compile --all --head-dim 80: no default or tuned kernel for sm_90a") != std::string::npos);
+  CHECK(r.err.find("compile --all --head-dim 80: no default or tuned kernel for sm_90a") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad arch and length forms are usage errors naming what is accepted, in every command") {

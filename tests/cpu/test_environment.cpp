@@ -70,7 +70,8 @@ TEST_CASE("FLASHRTC_ flags: False is off, any case, and a value it does not know
     const ScopedEnv empty("FLASHRTC_REQUIRE_CACHED", "");  // empty is unset: the default
     CHECK_FALSE(RuntimeConfig::from_environment().require_cached);
   }
-  for (const char* name : {"FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE"})
+  for (const char* name :
+       {"FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE"})
     for (const char* bad : {"maybe", "2", "-1", " 1", "truee", "enabled"}) {
       INFO(name << "=" << bad);
       const ScopedEnv set(name, bad);

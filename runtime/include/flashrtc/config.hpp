@@ -33,16 +33,18 @@ struct FLASHRTC_API RuntimeConfig {
   /// FLASHRTC_LOG_LEVEL: trace, debug, info, warn (default), error, critical, off (parse_log_level).
   std::string log_level = "warn";
 
-  /// Reads the variables above; unset or empty ones keep their defaults. Throws Error(kInvalidArgument) naming
-  /// the variable and the accepted values for a flag or log level it does not know (never guesses).
+  /// Reads the variables above; unset or empty ones keep their defaults. Throws Error(kInvalidArgument)
+  /// naming the variable and the accepted values for a flag or log level it does not know (never guesses).
   static RuntimeConfig from_environment();
 };
 
 /// Every variable the runtime reads (`flashrtc info` lists them, set or not).
 inline constexpr const char* kEnvironmentVariables[] = {
-    "FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE", "FLASHRTC_REQUIRE_CACHED",
-    "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR", "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB",
-    "FLASHRTC_LOG_LEVEL"};
+    "FLASHRTC_CACHE_DIR",      "FLASHRTC_DISABLE_DISK_CACHE",
+    "FLASHRTC_ALWAYS_COMPILE", "FLASHRTC_REQUIRE_CACHED",
+    "FLASHRTC_DUMP_SOURCES",   "FLASHRTC_KERNEL_DIR",
+    "FLASHRTC_ARCH",           "FLASHRTC_CONFIG",
+    "FLASHRTC_TUNE_DB",        "FLASHRTC_LOG_LEVEL"};
 
 /// What a flag variable accepts, in any case: on is 1, true, yes, on; off is 0, false, no, off.
 inline constexpr const char* kEnvFlagValues = "1, true, yes, on, 0, false, no, off";
