@@ -377,19 +377,10 @@ Command add_bench_command(CLI::App& parent) {
                   "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
       ->capture_default_str()
       ->check(layout_validator());
-  app->add_option("--warmup", o->warmup, "untimed launches per point (at least one runs)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
-  app->add_option("--iters", o->iters, "timed launches per point; the median is reported")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+  add_timing_options(*app, o->warmup, o->iters, "per point", " (at least one runs)");
   app->add_flag("--no-l2-flush", o->no_l2_flush, "keep the L2 cache warm between timed launches");
   app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
-  app->add_option("--op", o->op,
-                  "fwd, or bwd: the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's "
-                  "FLOPs")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fwd", "bwd"}));
+  add_op_option(*app, o->op, "the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's FLOPs");
   app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode (no atomics)");
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();

@@ -1,5 +1,5 @@
-// `flashrtc compile`: warms the cache with forward specializations and shows what ptxas made of them.
-// Needs no GPU when the arch is given.
+// `flashrtc compile`: warms the cache with a call's kernels (forward or backward) or every default one, and
+// shows what ptxas made of them. Needs no GPU when the arch is given.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "config_backward.hpp"
 #include "flashrtc_tools/progress.hpp"
 #include "json_output.hpp"
 
@@ -20,7 +21,8 @@ namespace flashrtc::cli {
 namespace {
 
 struct CompileOptions {
-  std::string dtype, mask = "none";
+  std::string op = "fwd", dtype, mask = "none";
+  bool op_given = false;  // --all narrows by --op only when it is given
   int head_dim = 0;
   std::optional<std::int64_t> seqlen, kv_seqlen;
   TileOptions tile;
@@ -121,15 +123,41 @@ Json row_json(std::size_t n, std::size_t total, const KernelSpec& spec, const Co
   return row;
 }
 
-// Compiles on `jobs` threads (NVRTC and the cache are thread-safe) and prints rows in table order as they
-// become ready, with a progress line below them on a terminal, then one summary line. json: JSON lines
+// The kernels of --all that --op, --dtype and --head-dim leave, in order; narrowed says by what ("" for
+// none).
+std::vector<KernelSpec> narrowed_specs(std::vector<KernelSpec> specs, const CompileOptions& o,
+                                       std::string& narrowed) {
+  narrowed.clear();
+  if (o.op_given) narrowed += " --op " + o.op;
+  if (!o.dtype.empty()) narrowed += " --dtype " + o.dtype;
+  if (o.head_dim) narrowed += " --head-dim " + std::to_string(o.head_dim);
+  const auto unwanted = [&](const KernelSpec& spec) {
+    const bool backward = spec.family->operation != Operation::kForward;
+    return (o.op_given && backward != (o.op == "bwd")) ||
+           (!o.dtype.empty() && spec.dtype != dtype_from(o.dtype)) ||
+           (o.head_dim && spec.head_dim != o.head_dim);
+  };
+  specs.erase(std::remove_if(specs.begin(), specs.end(), unwanted), specs.end());
+  return specs;
+}
+
+// Compiles on --jobs threads (NVRTC and the cache are thread-safe) and prints rows in table order as they
+// become ready, with a progress line below them on a terminal, then one summary line. --json: JSON lines
 // instead, a row each and the summary last.
-int compile_all(const std::string& arch, unsigned jobs, bool json) {
+int compile_all(const std::string& arch, const CompileOptions& o) {
   // The defaults for arch's shared memory, then the tiles tuned for arch: what a deployment's calls use.
-  const std::vector<KernelSpec> specs = warm_specs(arch);
-  const std::size_t defaults = warm_specs(arch, false).size();
+  std::string narrowed;
+  const std::vector<KernelSpec> specs = narrowed_specs(warm_specs(arch), o, narrowed);
+  const std::size_t defaults = narrowed_specs(warm_specs(arch, false), o, narrowed).size();
+  if (specs.empty())
+    throw UsageError("compile --all" + narrowed + ": no default or tuned kernel for " + arch +
+                     " matches (the defaults cover the head dims 32, 64, 96, 128, 256 and those of the "
+                     "families' default rows; `compile --dtype --head-dim` compiles any other)");
+  const unsigned jobs = o.jobs;
+  const bool json = o.json;
   if (!json) {
-    std::printf("specializations for %s: %zu defaults, %zu tuned (%s)\n", arch.c_str(), defaults,
+    std::printf("specializations for %s%s: %zu defaults, %zu tuned (%s)\n", arch.c_str(),
+                narrowed.empty() ? "" : (" (" + narrowed.substr(1) + ")").c_str(), defaults,
                 specs.size() - defaults, tuning_db_path().string().c_str());
     std::printf("%s\n", header_text().c_str());
   }
@@ -219,13 +247,35 @@ int compile_all(const std::string& arch, unsigned jobs, bool json) {
   return kExitOk;
 }
 
+// Each kernel of the call's backward (pre-pass, main kernel, dQ pass), the tile options the main kernel's.
+int compile_backward(const ConfigQuery& query, const CompileOptions& options, const DeviceTarget& target,
+                     const std::string& arch) {
+  Json kernels = Json::array();
+  bool first = true;
+  for (BackwardKernel& k : resolve_backward(query, false, options.tile, target)) {
+    if (!options.seqlen) k.resolution.why += "; no length given: --seqlen picks a call's tuned tile";
+    const KernelSpec spec = call_kernel_spec(k.query, k.resolution);
+    const CompiledKernelInfo info = compile_kernel(spec, arch);
+    if (options.json) {
+      kernels.push_back(Json{{"role", backward_role(k.operation)},
+                             {"specialization", spec},
+                             {"resolution", k.resolution},
+                             {"kernel", kernel_json(spec, info)}});
+      continue;
+    }
+    std::printf("%s%s %s\n", first ? "" : "\n", backward_label(k.operation), family_of(spec).name.c_str());
+    first = false;
+    print_details(spec, k.resolution, info);
+  }
+  if (options.json) print_json_document(Json{{"op", "bwd"}, {"kernels", std::move(kernels)}});
+  return kExitOk;
+}
+
 int execute_compile(const CompileOptions& options) {
   if (!options.all && (options.dtype.empty() || options.head_dim == 0))
-    throw UsageError("compile needs --dtype and --head-dim, or --all");
-  // A malformed FLASHRTC_CONFIG is refused as every call and `flashrtc config` refuse it, --all included.
-  parse_tile_override(runtime_config().config_override, "FLASHRTC_CONFIG");
+    throw UsageError("compile needs --dtype and --head-dim, or --all (which they narrow)");
   const std::string arch = compile_arch(options.target.arch);
-  if (options.all) return compile_all(arch, options.jobs, options.json);
+  if (options.all) return compile_all(arch, options);
   // The kernel a call of this shape would resolve to on the target of arch; without a length, the one for
   // long sequences, and no tuned entry (they are kept per length).
   ConfigQuery query;
@@ -238,6 +288,7 @@ int execute_compile(const CompileOptions& options) {
   for_arch.arch = arch;
   DeviceTarget target = for_arch.target();
   if (!options.seqlen) target.gpu_name.clear();
+  if (options.op == "bwd") return compile_backward(query, options, target, arch);
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
   const KernelSpec spec = call_kernel_spec(query, resolution);
@@ -256,12 +307,15 @@ int execute_compile(const CompileOptions& options) {
 Command add_compile_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "compile",
-      "compile a call's forward kernel (--all: every default kernel, forward and backward) into the cache and "
-      "print their resources (no GPU needed with --arch)");
+      "compile a call's kernel (--op bwd: its backward's kernels; --all: every default kernel, forward and "
+      "backward) into the cache and print their resources (no GPU needed with --arch)");
   auto options = std::make_shared<CompileOptions>();
-  CLI::Option* dtype = app->add_option("--dtype", options->dtype, "element type")->check(dtype_validator());
-  CLI::Option* head_dim =
-      app->add_option("--head-dim", options->head_dim, "head dimension")->check(head_dim_validator());
+  CLI::Option* op = add_op_option(
+      *app, options->op,
+      "the kernels of the call's backward (pre-pass, main kernel, dQ pass; the tile options are the main "
+      "kernel's); with --all, only the forward's or only the backward's kernels");
+  app->add_option("--dtype", options->dtype, "element type")->check(dtype_validator());
+  app->add_option("--head-dim", options->head_dim, "head dimension")->check(head_dim_validator());
   CLI::Option* mask =
       app->add_option("--mask", options->mask, "mask")->capture_default_str()->check(mask_validator());
   options->target.add_to(*app, "target arch, e.g. sm_80, sm_90a (default: FLASHRTC_ARCH, else the GPU's)");
@@ -277,20 +331,20 @@ Command add_compile_command(CLI::App& parent) {
   CLI::Option* all = app->add_flag(
       "--all", options->all,
       "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "
-      "for the arch, plus every tile tuned for the arch (the tuning database)");
+      "for the arch, plus every tile tuned for the arch (the tuning database); --op, --dtype and --head-dim "
+      "narrow it");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
   app->add_flag("--json", options->json,
-                "one JSON document {specialization, resolution, kernel}; with --all JSON lines, one "
+                "one JSON document {specialization, resolution, kernel} (--op bwd: {op, kernels: [{role, "
+                "specialization, resolution, kernel}]}); with --all JSON lines, one "
                 "{n, total, specialization, kernel or error} per specialization and a last {summary}");
-  all->excludes(dtype)
-      ->excludes(head_dim)
-      ->excludes("--gpu-name")
-      ->excludes(mask)
-      ->excludes(seqlen)
-      ->excludes(kv_seqlen);
+  all->excludes("--gpu-name")->excludes(mask)->excludes(seqlen)->excludes(kv_seqlen);
   for (const char* tile_flag : {"--block-m", "--block-n", "--warps", "--stages"}) all->excludes(tile_flag);
-  return {app, [options] { return execute_compile(*options); }};
+  return {app, [options, op] {
+            options->op_given = op->count() > 0;
+            return execute_compile(*options);
+          }};
 }
 
 }  // namespace flashrtc::cli

@@ -77,12 +77,9 @@ Command add_config_command(CLI::App& parent) {
       "print the tile a call would use and where it came from (explicit, environment, tuned, default); "
       "--op bwd: each kernel of its backward");
   auto o = std::make_shared<ConfigOptions>();
-  app->add_option(
-         "--op", o->op,
-         "fwd, or bwd: the backward's kernels (pre-pass, main kernel, dQ pass), each with its family, "
-         "tile, source and tuning key; the tile options are the main kernel's")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fwd", "bwd"}));
+  add_op_option(*app, o->op,
+                "the backward's kernels (pre-pass, main kernel, dQ pass), each with its family, tile, source "
+                "and tuning key; the tile options are the main kernel's");
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());

@@ -17,17 +17,9 @@ namespace flashrtc::cli {
 
 namespace {
 
-// Every variable the runtime reads (config.hpp); listed even when unset so a user sees what exists.
-constexpr const char* kKnownVariables[] = {
-    "FLASHRTC_CACHE_DIR",      "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-    "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES",       "FLASHRTC_KERNEL_DIR",
-    "FLASHRTC_ARCH",           "FLASHRTC_LOG_LEVEL",          "FLASHRTC_CONFIG",
-    "FLASHRTC_TUNE_DB",
-};
-
 // The known variables and every other FLASHRTC_ one set, sorted.
 std::set<std::string> environment_names() {
-  std::set<std::string> names(std::begin(kKnownVariables), std::end(kKnownVariables));
+  std::set<std::string> names(std::begin(kEnvironmentVariables), std::end(kEnvironmentVariables));
   for (char** entry = environ; entry && *entry; ++entry)
     if (std::strncmp(*entry, "FLASHRTC_", 9) == 0)
       names.insert(std::string(*entry, std::strcspn(*entry, "=")));

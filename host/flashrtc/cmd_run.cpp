@@ -201,12 +201,7 @@ Command add_run_command(CLI::App& parent) {
   app->add_option("--layout", options->layout, "bnhd = [B,N,H,d], bhnd = [B,H,N,d], contiguous")
       ->capture_default_str()
       ->check(layout_validator());
-  app->add_option("--iters", options->iters, "timed launches")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  app->add_option("--warmup", options->warmup, "untimed launches before timing")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
+  add_timing_options(*app, options->warmup, options->iters, "of the call");
   app->add_flag("--check", options->check, "compare o and lse with the double reference (exit 1 on failure)");
   app->add_option("--seed", options->seed, "random seed of q, k, v")->capture_default_str();
   options->tile.add_to(*app);

@@ -32,7 +32,7 @@ struct TuneOptions {
   std::int64_t seqlen = 0, batch = 2, heads = 16;
   std::optional<std::int64_t> kv_seqlen;
   std::size_t top = 10;
-  int warmup = 3, repeats = 15;
+  int warmup = 3, iters = 15;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   std::uint64_t seed = 1;
   bool dry_run = false, compile = false;
@@ -159,15 +159,7 @@ int execute_tune(const TuneOptions& o) {
   if (candidates.empty())
     throw Error(ErrorCode::kUnsupported, "no configuration of the " + setup.family->name + " kernels fits " +
                                              setup.arch + " at d=" + std::to_string(head_dim));
-  std::vector<TuneRow> rows;
-  for (const TileConfig& tile : candidates) {
-    TuneRow row;
-    row.tile = tile;
-    const KernelSpec spec{shape.dtype, head_dim, shape.mask, tile, setup.family};
-    row.threads = setup.family->threads(spec);
-    row.smem_bytes = setup.family->smem_bytes(spec);
-    rows.push_back(std::move(row));
-  }
+  std::vector<TuneRow> rows = candidate_rows(setup, candidates);
 
   if (o.dry_run) {
     // NVRTC needs no GPU: --compile adds what ptxas allocated to the listing.
@@ -187,7 +179,7 @@ int execute_tune(const TuneOptions& o) {
                 runtime_config().config_override.c_str());
 
   compile_candidates(setup, rows, o.jobs);
-  const bool complete = measure_candidates(setup, *device, o.warmup, o.repeats, o.seed, rows);
+  const bool complete = measure_candidates(setup, *device, o.warmup, o.iters, o.seed, rows);
   sort_rows(rows);
   print_table(rows, o.top);
 
@@ -247,12 +239,9 @@ Command add_tune_command(CLI::App& parent) {
       "sweep tile configurations on this GPU (--op bwd: of the backward's main kernel), check and time each, "
       "write the fastest to the tuning database");
   auto o = std::make_shared<TuneOptions>();
-  app->add_option(
-         "--op", o->op,
-         "fwd, or bwd: tune the backward of the call (the main kernel's tiles, each checked against the "
-         "reference gradients and timed as a whole backward call)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fwd", "bwd"}));
+  add_op_option(*app, o->op,
+                "tune the backward of the call (the main kernel's tiles, each checked against the reference "
+                "gradients and timed as a whole backward call)");
   app->add_option(
          "--kernel", o->kernel,
          "with --op bwd: main, the main kernel (dK, dV), or dq, the separate dQ pass; the other kernels "
@@ -293,12 +282,8 @@ Command add_tune_command(CLI::App& parent) {
                   "only these are written)");
   app->add_option("--jobs,-j", o->jobs, "parallel compiles (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
-  app->add_option("--warmup", o->warmup, "untimed launches per candidate")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000));
-  app->add_option("--repeats", o->repeats, "timed launches per candidate (median)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
+  CLI::Option* iters = add_timing_options(*app, o->warmup, o->iters, "per candidate");
+  add_deprecated_alias(*app, "--repeats", iters, o->iters);
   app->add_option("--seed", o->seed, "random seed of the inputs")->capture_default_str();
   return {app, [o] { return execute_tune(*o); }};
 }

@@ -5,10 +5,7 @@
 
 namespace flashrtc::cli {
 
-namespace {
-
-// What the kernel of op does within the backward call: its JSON role and its label in the text.
-const char* role_of(Operation op) {
+const char* backward_role(Operation op) {
   switch (op) {
     case Operation::kBackwardPrep:
       return "prep";
@@ -24,7 +21,7 @@ const char* role_of(Operation op) {
   return "forward";
 }
 
-const char* label_of(Operation op) {
+const char* backward_label(Operation op) {
   switch (op) {
     case Operation::kBackwardPrep:
       return "prep:";
@@ -40,16 +37,8 @@ const char* label_of(Operation op) {
   return "forward:";
 }
 
-struct Resolved {
-  Operation operation;
-  ConfigQuery query;
-  ConfigResolution resolution;
-};
-
-}  // namespace
-
-void print_backward_config(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
-                           const DeviceTarget& target, const std::string& device, bool json) {
+std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic,
+                                             const TileOptions& tile, const DeviceTarget& target) {
   BackwardParams call;
   call.dtype = query.dtype;
   call.head_dim = query.head_dim;
@@ -57,20 +46,25 @@ void print_backward_config(const ConfigQuery& query, bool deterministic, const T
   call.seqlen_q = query.seqlen_q;
   call.seqlen_kv = query.seqlen_kv;
   call.deterministic = deterministic;
-  std::vector<Resolved> kernels;
+  std::vector<BackwardKernel> kernels;
   for (Operation op : backward_operations(deterministic)) {
     ConfigQuery q = config_query(call, op);
     q.traits = query.traits;  // the call has no tensors here: the traits are the query's
-    // The tile options are the main kernel's, as BackwardParams::config is.
     kernels.push_back(
         {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_config(q, target)});
   }
+  return kernels;
+}
+
+void print_backward_config(const ConfigQuery& query, bool deterministic, const TileOptions& tile,
+                           const DeviceTarget& target, const std::string& device, bool json) {
+  const std::vector<BackwardKernel> kernels = resolve_backward(query, deterministic, tile, target);
   const std::string& env = runtime_config().config_override;
   const std::size_t entries = tuning_db_entries().size();
   if (json) {
     Json items = Json::array();
-    for (const Resolved& k : kernels) {
-      Json item{{"role", role_of(k.operation)}, {"operation", to_string(k.operation)}};
+    for (const BackwardKernel& k : kernels) {
+      Json item{{"role", backward_role(k.operation)}, {"operation", to_string(k.operation)}};
       item.update(Json(k.resolution));
       items.push_back(std::move(item));
     }
@@ -90,9 +84,10 @@ void print_backward_config(const ConfigQuery& query, bool deterministic, const T
               std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
               static_cast<long long>(query.seqlen_kv), deterministic ? ", deterministic" : "");
   std::printf("device:     %s\n", device.c_str());
-  for (const Resolved& k : kernels) {
+  for (const BackwardKernel& k : kernels) {
     const ConfigResolution& r = k.resolution;
-    std::printf("%-11s %s %s\n", label_of(k.operation), r.family->name.c_str(), to_string(r.config).c_str());
+    std::printf("%-11s %s %s\n", backward_label(k.operation), r.family->name.c_str(),
+                to_string(r.config).c_str());
     std::printf("  source:     %s (%s)\n", to_string(r.source), r.why.c_str());
     if (r.tuning_key) std::printf("  tuning key: %s\n", to_string(*r.tuning_key).c_str());
     if (r.tuned && r.source != ConfigSource::kTuned)

@@ -59,6 +59,7 @@ int run_main(int argc, char** argv) {
     return kExitUsage;
   }
   g_json_errors = json_flag_given(app);
+  check_environment();
   for (const Command& command : commands)
     if (command.app->parsed()) return command.execute();
   return report("no subcommand given", kExitUsage, "usage");

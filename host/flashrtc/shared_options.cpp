@@ -1,6 +1,7 @@
 #include "shared_options.hpp"
 
 #include <charconv>
+#include <cstdio>
 
 #include "cli_support.hpp"
 #include "flashrtc/arch.hpp"
@@ -17,6 +18,51 @@ CLI::Validator count_validator() {
         return {};
       },
       "1.." + std::to_string(kMaxCount));
+}
+
+CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help) {
+  return app.add_option("--op", op, "fwd, or bwd: " + bwd_help)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fwd", "bwd"}));
+}
+
+namespace {
+
+// One bound for every command: a count of launches, not of lengths (count_validator).
+constexpr int kMaxLaunches = 1000000;
+
+}  // namespace
+
+CLI::Option* add_timing_options(CLI::App& app, int& warmup, int& iters, const std::string& per,
+                                const std::string& warmup_note) {
+  app.add_option("--warmup", warmup, "untimed launches " + per + " before the timed ones" + warmup_note)
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxLaunches));
+  return app.add_option("--iters", iters, "timed launches " + per + "; the median is reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxLaunches));
+}
+
+void add_deprecated_alias(CLI::App& app, const std::string& old_name, CLI::Option* now_option, int& value) {
+  const std::string now_name = now_option->get_name();
+  // Converted and checked here: CLI11 leaves a hidden option's name out of its own messages.
+  app.add_option_function<std::string>(
+         old_name,
+         [&value, old_name, now_name, now_option](const std::string& text) {
+           int given = 0;
+           const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), given);
+           if (status != std::errc() || end != text.data() + text.size() || given < 1 || given > kMaxLaunches)
+             throw CLI::ValidationError(old_name, text.substr(0, 24) + ": must be an integer from 1 to " +
+                                                      std::to_string(kMaxLaunches));
+           if (now_option->count() > 0)
+             throw CLI::ValidationError(
+                 old_name, "the deprecated spelling of " + now_name + ": give " + now_name + " alone");
+           std::fprintf(stderr, "flashrtc: warning: %s is deprecated, use %s\n", old_name.c_str(),
+                        now_name.c_str());
+           value = given;
+         },
+         "deprecated: " + now_name)
+      ->group("");
 }
 
 void TileOptions::add_to(CLI::App& app) {
@@ -110,6 +156,12 @@ void TargetOptions::require_device(const std::string& device_name, const std::st
   if (!gpu_name.empty() && gpu_name != device_name)
     throw UsageError("--gpu-name " + gpu_name + ": this command runs on the GPU in hand (" + device_name +
                      "); --gpu-name chooses the target of --dry-run only");
+}
+
+void check_environment() {
+  const RuntimeConfig& config = runtime_config();  // throws for a flag or log level it does not know
+  parse_tile_override(config.config_override, "FLASHRTC_CONFIG");
+  check_arch_override();
 }
 
 std::string compile_arch(const std::string& requested) {

@@ -18,6 +18,19 @@ inline constexpr std::int64_t kMaxCount = 2147483647;
 /// value, however long, can overflow or reach a loop over lengths.
 CLI::Validator count_validator();
 
+/// --op in compile, config, bench and tune: fwd (the default) or bwd, the kernels of the call's backward.
+/// bwd_help says what bwd does in that command.
+CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help);
+
+/// --warmup and --iters in run, bench and tune: untimed launches, then the timed ones whose median is
+/// reported, counted `per` ("per point"); warmup_note follows --warmup's help. Returns --iters.
+CLI::Option* add_timing_options(CLI::App& app, int& warmup, int& iters, const std::string& per,
+                                const std::string& warmup_note = "");
+
+/// old_name as a deprecated spelling of the integer option now_option: it still sets value, and warns once on
+/// stderr naming the new spelling. Not listed in --help.
+void add_deprecated_alias(CLI::App& app, const std::string& old_name, CLI::Option* now_option, int& value);
+
 /// --block-m/--block-n/--warps/--stages in run, bench, compile, config and tune: the fields given replace
 /// those of the tile the call resolves to (explicit > FLASHRTC_CONFIG > tuned > default), never those of
 /// another base.
@@ -47,6 +60,11 @@ struct TargetOptions {
   /// --arch or --gpu-name name another device.
   void require_device(const std::string& device_name, const std::string& device_arch) const;
 };
+
+/// The environment's settings as every command takes them, before it does anything: a flag or log level
+/// runtime_config() does not know, a malformed FLASHRTC_CONFIG or an FLASHRTC_ARCH NVRTC cannot target is
+/// an error naming the variable (kInvalidArgument, or UsageError for the arch; exit 2 either way).
+void check_environment();
 
 /// The arch to compile for: --arch, else FLASHRTC_ARCH, else the GPU's (attention_forward's order).
 /// Throws Error(kNoDevice) when none of them is there.

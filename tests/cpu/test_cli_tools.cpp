@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
 #include "flashrtc/cache_entries.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/tile_config.hpp"
 #include "flashrtc/tuning_db.hpp"
@@ -379,6 +382,82 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 
 }  // namespace
 
+namespace {
+
+// The rows of `tune --dry-run`'s candidate table: "128x64 w12 s2" and the shared memory column as printed.
+std::vector<std::pair<TileConfig, std::string> > dry_run_rows(const std::string& out) {
+  std::vector<std::pair<TileConfig, std::string> > rows;
+  std::istringstream lines(out.substr(out.find("\nconfig ") + 1));
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line) && line.rfind("dry run:", 0) != 0) {
+    TileConfig tile;
+    int threads = 0;
+    double smem = 0;
+    char unit[8] = {};
+    REQUIRE_MESSAGE(std::sscanf(line.c_str(), "%dx%d w%d s%d %d %lf %7s", &tile.block_m, &tile.block_n,
+                                &tile.warps, &tile.stages, &threads, &smem, unit) == 7,
+                    line);
+    char shown[32];
+    std::snprintf(shown, sizeof(shown), "%.1f %s", smem, unit);
+    rows.emplace_back(tile, shown);
+  }
+  return rows;
+}
+
+// "129.2 KiB", as the command shows bytes.
+std::string kib_text(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("tune --dry-run lists the shared memory each tile's kernel launches with, as compile reports it") {
+  Sandbox box("flashrtc-cli-dry-run-smem");
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (const char* dtype : {"bf16", "fp32"})
+      for (const char* head_dim : {"64", "128"})
+        for (const char* op : {"fwd", "bwd"}) {
+          INFO(arch << " " << dtype << " d=" << head_dim << " --op " << op);
+          const Result r = box.run({"tune", "--dry-run", "--space", "full", "--arch", arch, "--op", op,
+                                    "--dtype", dtype, "--head-dim", head_dim, "--seqlen", "4096"});
+          REQUIRE(r.exit_code == 0);
+          const auto rows = dry_run_rows(r.out);
+          CHECK_FALSE(rows.empty());
+          for (const auto& [tile, smem] : rows) {
+            // What `compile --arch ARCH --seqlen 4096` with this tile builds (its resolution and spec).
+            ConfigQuery query;
+            query.operation = std::string(op) == "bwd" ? Operation::kBackward : Operation::kForward;
+            query.dtype = *parse_dtype(dtype);
+            query.head_dim = std::stoi(head_dim);
+            query.seqlen_q = query.seqlen_kv = 4096;
+            query.explicit_config = tile;
+            const KernelSpec spec =
+                call_kernel_spec(query, resolve_config(query, assumed_device_target("", arch)));
+            INFO(to_string(tile));
+            CHECK(smem == kib_text(spec.family->smem_bytes(spec)));
+          }
+        }
+  // And as the command itself says, for the Hopper default and a small tile of the same family.
+  for (const std::vector<std::string> tile :
+       {std::vector<std::string>{"192", "80", "16", "3"}, std::vector<std::string>{"128", "64", "12", "2"}}) {
+    const std::vector<std::string> call = {"--arch",   "sm_90a", "--dtype",   "bf16",  "--head-dim", "128",
+                                           "--seqlen", "4096",   "--block-m", tile[0], "--block-n",  tile[1],
+                                           "--warps",  tile[2],  "--stages",  tile[3]};
+    const Result dry = box.run(with({"tune", "--dry-run", "--space", "full"}, call));
+    const Result compiled = box.run(with({"compile"}, call));
+    REQUIRE(dry.exit_code == 0);
+    REQUIRE(compiled.exit_code == 0);
+    const std::string row = line_of(dry.out, tile[0] + "x" + tile[1] + " w" + tile[2] + " s" + tile[3] + " ");
+    const std::string dynamic = line_of(compiled.out, "dynamic smem:");
+    const std::string shown =
+        dynamic.substr(dynamic.find('(') + 1, dynamic.find(')') - dynamic.find('(') - 1);
+    CHECK(row.find(" " + shown + " ") != std::string::npos);
+  }
+}
+
 TEST_CASE(
     "--block-m/--block-n/--warps/--stages override the resolved tile alike in config, bench, tune, compile") {
   Sandbox box("flashrtc-cli-tile-options");
@@ -441,6 +520,127 @@ TEST_CASE(
     REQUIRE(r.exit_code == 0);
     CHECK(line_of(r.out, "tile:") == "tile:           " + to_string(expected));
   }
+}
+
+TEST_CASE(
+    "every command refuses a flag, log level or FLASHRTC_CONFIG it does not know, naming the variable") {
+  Sandbox box("flashrtc-cli-bad-env");
+  const std::vector<std::vector<std::string> > commands = {
+      {"info"},
+      {"info", "--json"},
+      {"info", "--has-gpu"},
+      {"cache", "ls"},
+      {"cache", "verify"},
+      {"cache", "prune", "--max-size", "1G"},
+      {"config", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"compile", "--dtype", "bf16", "--head-dim", "64", "--arch", "sm_80"},
+      {"compile", "--all", "--arch", "sm_80"},
+      {"bench", "--dry-run", "--shape", "1,8,64,64", "--dtype", "bf16"},
+      {"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64"},
+      {"run", "--batch", "1", "--heads", "1", "--seqlen", "64", "--head-dim", "64", "--dtype", "bf16"}};
+  const std::vector<std::pair<std::string, std::string> > bad = {{"FLASHRTC_REQUIRE_CACHED", "maybe"},
+                                                                 {"FLASHRTC_DISABLE_DISK_CACHE", "2"},
+                                                                 {"FLASHRTC_ALWAYS_COMPILE", "enabled"},
+                                                                 {"FLASHRTC_LOG_LEVEL", "verbose"},
+                                                                 {"FLASHRTC_CONFIG", "blockm=64"}};
+  for (const auto& command : commands)
+    for (const auto& [name, value] : bad) {
+      INFO(command[0] << (command.size() > 1 ? " " + command[1] : "") << " with " << name << "=" << value);
+      const Result r = box.run(command, {{name, value}});
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find("flashrtc: error: InvalidArgument: " + name + "='" + value + "'") == 0);
+    }
+  // The documented spellings in any case, and empty as unset.
+  for (const char* value : {"False", "OFF", "no", ""})
+    CHECK(box.run({"cache", "ls"}, {{"FLASHRTC_REQUIRE_CACHED", value}}).exit_code == 0);
+  CHECK(box.run({"cache", "ls"}, {{"FLASHRTC_LOG_LEVEL", "Debug"}}).exit_code == 0);
+}
+
+TEST_CASE("--iters, --warmup and --op mean the same in every command; --repeats is a deprecated --iters") {
+  Sandbox box("flashrtc-cli-names");
+  for (const char* command : {"run", "bench", "tune"}) {
+    const Result help = box.run({command, "--help"});
+    INFO(command);
+    CHECK(help.out.find("--iters INT:INT in [1 - 1000000]") != std::string::npos);
+    CHECK(help.out.find("--warmup INT:INT in [0 - 1000000]") != std::string::npos);
+    CHECK(help.out.find("--repeats") == std::string::npos);
+  }
+  for (const char* command : {"compile", "config", "bench", "tune"})
+    CHECK_MESSAGE(box.run({command, "--help"}).out.find("--op TEXT:{fwd,bwd}=fwd     fwd, or bwd: ") !=
+                      std::string::npos,
+                  command);
+  const std::vector<std::string> dry = {"tune", "--dry-run",  "--arch", "sm_80",    "--dtype",
+                                        "bf16", "--head-dim", "64",     "--seqlen", "512"};
+  Result r = box.run(with(dry, {"--repeats", "5"}));
+  CHECK(r.exit_code == 0);
+  const std::string warning = "flashrtc: warning: --repeats is deprecated, use --iters\n";
+  CHECK(r.err == warning);
+  r = box.run(with(dry, {"--iters", "5"}));
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(box.run(with(dry, {"--iters", "5", "--repeats", "5"})).exit_code == 2);
+  for (const char* bad : {"0", "x", "1000001"}) {
+    r = box.run(with(dry, {"--repeats", bad}));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--repeats: " + std::string(bad) + ": must be an integer from 1 to 1000000") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("compile --op bwd compiles the backward's kernels as config --op bwd resolves them") {
+  Sandbox box("flashrtc-cli-compile-bwd");
+  const std::vector<std::string> call = {"--op", "bwd",        "--arch", "sm_80",    "--dtype",
+                                         "bf16", "--head-dim", "64",     "--seqlen", "1024"};
+  const Result compiled = box.run(with({"compile", "--json"}, call));
+  REQUIRE(compiled.exit_code == 0);
+  const Result config = box.run(with({"config", "--json"}, call));
+  REQUIRE(config.exit_code == 0);
+  const json kernels = json::parse(compiled.out).at("kernels");
+  const json resolved = json::parse(config.out).at("kernels");
+  REQUIRE(kernels.size() == resolved.size());
+  REQUIRE(kernels.size() >= 2);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    CHECK(kernels[i].at("role") == resolved[i].at("role"));
+    CHECK(kernels[i].at("resolution").at("config") == resolved[i].at("config"));
+    CHECK(kernels[i].at("resolution").at("family") == resolved[i].at("family"));
+    CHECK(kernels[i].at("kernel").at("arch") == "sm_80");
+  }
+  // The text names each kernel before its details.
+  const Result text = box.run(with({"compile"}, call));
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("main: ") != std::string::npos);
+  CHECK(text.out.find("from:           disk") != std::string::npos);  // warmed by the first one
+}
+
+TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only those kernels") {
+  Sandbox box("flashrtc-cli-compile-narrow");
+  // Under FLASHRTC_REQUIRE_CACHED nothing compiles: the list shows, fast.
+  const std::map<std::string, std::string> strict = {{"FLASHRTC_REQUIRE_CACHED", "1"}};
+  const auto count = [](bool backward, std::optional<DType> dtype, int head_dim) {
+    std::size_t n = 0;
+    for (const KernelSpec& spec : warm_specs("sm_90a"))
+      n += (spec.family->operation != Operation::kForward) == backward && (!dtype || spec.dtype == *dtype) &&
+           (!head_dim || spec.head_dim == head_dim);
+    return n;
+  };
+  const std::vector<std::string> all = {"compile", "--all", "--arch", "sm_90a", "-j", "2"};
+  Result r = box.run(with(all, {"--op", "fwd", "--dtype", "bf16", "--head-dim", "128"}), strict);
+  const std::string n = std::to_string(count(false, DType::kBFloat16, 128));
+  CHECK(r.out.find("specializations for sm_90a (--op fwd --dtype bf16 --head-dim 128): " + n + " defaults") !=
+        std::string::npos);
+  CHECK(r.out.find("done: 0 of " + n + " ready, " + n + " failed") != std::string::npos);
+  CHECK(r.out.find(" fp32 ") == std::string::npos);
+  r = box.run(with(all, {"--op", "bwd"}), strict);
+  const std::string backward = std::to_string(count(true, std::nullopt, 0));
+  CHECK(r.out.find("done: 0 of " + backward + " ready") != std::string::npos);
+  r = box.run(with(all, {"--dtype", "fp16"}), strict);
+  const std::string fp16 = std::to_string(count(false, DType::kFloat16, 0) + count(true, DType::kFloat16, 0));
+  CHECK(r.out.find("done: 0 of " + fp16 + " ready") != std::string::npos);
+  // Nothing to warm is a usage error, not an empty success.
+  r = box.run(with(all, {"--head-dim", "80"}));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("compile --all --head-dim 80: no default or tuned kernel for sm_90a") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad arch and length forms are usage errors naming what is accepted, in every command") {

@@ -19,7 +19,7 @@ export FLASHRTC_CACHE_DIR="$work/cache" FLASHRTC_TUNE_DB="$work/tuning_db.json"
 shape=(--dtype bf16 --head-dim 64 --seqlen 512 --mask causal)
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$flashrtc" tune --op bwd "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 --json "$work/tune.json" |
+"$flashrtc" tune --op bwd "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --json "$work/tune.json" |
   tee "$work/tune.out"
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
 grep -q '"written_to_db": true' "$work/tune.json" || fail "--json does not record the database write"
@@ -33,7 +33,7 @@ winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 grep -q "\"$main_family\"" "$FLASHRTC_TUNE_DB" || fail "the database has no $main_family entry"
 
 # The dQ pass, swept while the main kernel runs its tuned tile.
-"$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 |
+"$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 |
   tee "$work/tune_dq.out"
 # The dQ pass's family: bwd-dq-wgmma on sm_90a, bwd-dq-mma elsewhere.
 dq_family="$(grep -oE 'bwd-dq-(wgmma|mma) kernels' "$work/tune_dq.out" | head -n 1 | cut -d' ' -f1)"

@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # A figure when gnuplot or matplotlib is here, else the script and data that draw it: never a failure.
 plot="$work/sweep.png"
-"$flashrtc" tune "${shape[@]}" --batch 2 --heads 8 --space quick --repeats 5 --json "$work/tune.json" \
+"$flashrtc" tune "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --json "$work/tune.json" \
   --plot "$plot" | tee "$work/tune.out"
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
 [ -s "$plot" ] || { [ -s "$plot.gp" ] && [ -s "$plot.dat" ]; } || fail "no plot, script or data at $plot"

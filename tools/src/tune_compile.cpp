@@ -49,6 +49,33 @@ void check_fit(const SmLimits& limits, TuneRow& row) {
 
 }  // namespace
 
+KernelSpec candidate_spec(const TuneSetup& setup, const TileConfig& tile) {
+  ConfigQuery query;
+  query.operation = setup.operation;
+  query.dtype = setup.shape.dtype;
+  query.head_dim = static_cast<int>(setup.shape.head_dim);
+  query.mask = setup.shape.mask;
+  query.seqlen_q = setup.shape.seqlen_q;
+  query.seqlen_kv = setup.shape.seqlen_kv;
+  ConfigResolution resolution;
+  resolution.family = setup.family;
+  resolution.config = tile;
+  return call_kernel_spec(query, resolution);
+}
+
+std::vector<TuneRow> candidate_rows(const TuneSetup& setup, const std::vector<TileConfig>& tiles) {
+  std::vector<TuneRow> rows;
+  for (const TileConfig& tile : tiles) {
+    const KernelSpec spec = candidate_spec(setup, tile);
+    TuneRow row;
+    row.tile = tile;
+    row.threads = setup.family->threads(spec);
+    row.smem_bytes = setup.family->smem_bytes(spec);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsigned jobs) {
   Progress progress("compile", rows.size());
   std::atomic<std::size_t> next{0};
@@ -57,12 +84,9 @@ void compile_candidates(const TuneSetup& setup, std::vector<TuneRow>& rows, unsi
       TuneRow& row = rows[i];
       // A forward tile compiles on the best family that builds it (as a call with that tile would run: the
       // base tile may be another family's); another operation's tiles are its swept family's.
-      const KernelFamily* family = setup.operation == Operation::kForward ? nullptr : setup.family;
-      KernelSpec spec{setup.shape.dtype, static_cast<int>(setup.shape.head_dim), setup.shape.mask, row.tile,
-                       family};
-      // The grid a call of the shape runs on, where the swept family chooses one (a tile of another family
-      // ignores it).
-      spec.persistent = setup.family->runs_persistent(setup.shape.mask, setup.shape.seqlen_kv);
+      // The grid stays the swept family's choice for the call (a tile of another family ignores it).
+      KernelSpec spec = candidate_spec(setup, row.tile);
+      if (setup.operation == Operation::kForward) spec.family = nullptr;
       std::string line = to_string(row.tile) + ": ";
       try {
         row.kernel = compile_kernel(spec, setup.arch);

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "flashrtc/config.hpp"
+#include "flashrtc/error.hpp"
 #include "flashrtc/log_writer.hpp"
 
 namespace flashrtc::detail {
@@ -51,7 +52,13 @@ const std::shared_ptr<WriterSink>& writer_sink() {
 std::shared_ptr<spdlog::logger> make_logger() {
   auto logger = std::make_shared<spdlog::logger>("flashrtc", writer_sink());
   logger->set_pattern("[%H:%M:%S.%e] [flashrtc] [%^%l%$] %v");
-  logger->set_level(spdlog::level::from_str(runtime_config().log_level));
+  // A refused FLASHRTC_LOG_LEVEL fails the call that reads the settings; the logger must still log.
+  std::string level = "warn";
+  try {
+    level = runtime_config().log_level;
+  } catch (const Error&) {
+  }
+  logger->set_level(spdlog::level::from_str(level));
   return logger;
 }
 

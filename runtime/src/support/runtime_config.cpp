@@ -1,9 +1,13 @@
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "flashrtc/config.hpp"
+#include "flashrtc/error.hpp"
 #include "support/log.hpp"
 #include "support/settings_generation.hpp"
 
@@ -16,11 +20,24 @@ const char* env(const char* name) {
   return value && *value ? value : nullptr;
 }
 
+std::string lowercase(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+// The value as the error shows it: an environment value may be anything, of any length.
+std::string shown(std::string_view value) {
+  std::string text(value.substr(0, 40));
+  for (char& c : text)
+    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+  return "'" + text + (value.size() > 40 ? "...'" : "'");
+}
+
 bool env_flag(const char* name, bool fallback) {
   const char* value = env(name);
-  if (!value) return fallback;
-  const std::string_view v(value);
-  return !(v == "0" || v == "false" || v == "no" || v == "off");
+  return value ? parse_env_flag(name, value) : fallback;
 }
 
 std::filesystem::path default_cache_dir() {
@@ -35,14 +52,32 @@ std::mutex& config_mutex() {
   return mutex;
 }
 
-RuntimeConfig& config_storage() {
-  static RuntimeConfig config = RuntimeConfig::from_environment();
+// Empty until first read: a refused environment is thrown again at each read, and set_runtime_config can
+// still replace it.
+std::optional<RuntimeConfig>& config_storage() {
+  static std::optional<RuntimeConfig> config;
   return config;
 }
 
 std::atomic<std::uint64_t> g_generation{0};
 
 }  // namespace
+
+bool parse_env_flag(std::string_view name, std::string_view value) {
+  const std::string v = lowercase(value);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  throw Error(ErrorCode::kInvalidArgument, std::string(name) + "=" + shown(value) + ": must be one of " +
+                                               kEnvFlagValues + " (any case; empty or unset: off)");
+}
+
+std::string parse_log_level(std::string_view name, std::string_view value) {
+  std::string level = lowercase(value);
+  for (const char* known : {"trace", "debug", "info", "warn", "error", "critical", "off"})
+    if (level == known) return level;
+  throw Error(ErrorCode::kInvalidArgument,
+              std::string(name) + "=" + shown(value) + ": must be one of " + kLogLevels + " (any case)");
+}
 
 namespace detail {
 
@@ -64,22 +99,27 @@ RuntimeConfig RuntimeConfig::from_environment() {
   if (const char* arch = env("FLASHRTC_ARCH")) config.arch_override = arch;
   if (const char* text = env("FLASHRTC_CONFIG")) config.config_override = text;
   if (const char* path = env("FLASHRTC_TUNE_DB")) config.tune_db = path;
-  if (const char* level = env("FLASHRTC_LOG_LEVEL")) config.log_level = level;
+  if (const char* level = env("FLASHRTC_LOG_LEVEL"))
+    config.log_level = parse_log_level("FLASHRTC_LOG_LEVEL", level);
   return config;
 }
 
 const RuntimeConfig& runtime_config() {
   std::lock_guard<std::mutex> lock(config_mutex());
-  return config_storage();
+  std::optional<RuntimeConfig>& config = config_storage();
+  if (!config) config = RuntimeConfig::from_environment();
+  return *config;
 }
 
 void set_runtime_config(const RuntimeConfig& config) {
+  RuntimeConfig checked = config;
+  checked.log_level = parse_log_level("RuntimeConfig::log_level", config.log_level);
   {
     std::lock_guard<std::mutex> lock(config_mutex());
-    config_storage() = config;
+    config_storage() = checked;
   }
   detail::bump_settings_generation();
-  detail::set_log_level(config.log_level);
+  detail::set_log_level(checked.log_level);
 }
 
 }  // namespace flashrtc

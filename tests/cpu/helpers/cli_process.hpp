@@ -15,6 +15,7 @@
 
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
+#include "flashrtc/config.hpp"
 
 namespace flashrtc::test::cli {
 
@@ -29,10 +30,7 @@ inline constexpr int kCannotDropRoot = 125;
 // In a forked child: becomes `flashrtc args...` with only the FLASHRTC_ variables given (others unset).
 [[noreturn]] inline void exec_flashrtc(const std::vector<std::string>& args,
                                        const std::map<std::string, std::string>& env) {
-  for (const char* name : {"FLASHRTC_CACHE_DIR", "FLASHRTC_DISABLE_DISK_CACHE", "FLASHRTC_ALWAYS_COMPILE",
-                           "FLASHRTC_REQUIRE_CACHED", "FLASHRTC_DUMP_SOURCES", "FLASHRTC_KERNEL_DIR",
-                           "FLASHRTC_ARCH", "FLASHRTC_CONFIG", "FLASHRTC_TUNE_DB", "FLASHRTC_LOG_LEVEL"})
-    ::unsetenv(name);
+  for (const char* name : kEnvironmentVariables) ::unsetenv(name);
   for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv{const_cast<char*>(FLASHRTC_CLI)};
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
