@@ -31,6 +31,7 @@ PUBLIC_HEADER_LAYERS = {
     "log_writer.hpp": "support",
     "tile.hpp": "support",
     "attention_params.hpp": "support",
+    "bounded_read.hpp": "support",
     "compiled_kernel.hpp": "compile",
     "cache_entries.hpp": "cache",
     "device.hpp": "driver",

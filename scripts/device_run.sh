@@ -127,7 +127,7 @@ if [[ " $steps " == *" tune "* ]]; then
     plot="$OUT/tune_d128.png"
     command -v gnuplot >/dev/null || plot="$OUT/tune_d128.gp"  # the script that draws it, without gnuplot
     start=$SECONDS
-    "$FR" tune "${shape[@]}" --space quick --json "$OUT/tune_d128.json" --plot "$plot"
+    "$FR" tune "${shape[@]}" --space quick --output "$OUT/tune_d128.json" --plot "$plot"
     echo "tune wall time: $((SECONDS - start)) s (cold cache: compiles included)"
     "$FR" config "${shape[@]}"
     "$FR" run --batch 2 --heads 16 --seqlen 4096 --head-dim 128 --dtype bf16 --iters 50

@@ -7,7 +7,7 @@ while read dt d n mask; do
   [ -z "$dt" ] && continue
   echo "=== $dt d=$d N=$n $mask"
   "$FR" tune --dtype $dt --head-dim $d --seqlen $n --batch $((16384 / n)) --heads $((2048 / d)) --mask $mask \
-    --space full --top 6 --json "$OUT/tune_${dt}_d${d}_n${n}_${mask}.json" 2>&1 | grep -E "^ +[0-9]+ |winner|default:|FAIL|error"
+    --space full --top 6 --output "$OUT/tune_${dt}_d${d}_n${n}_${mask}.json" 2>&1 | grep -E "^ +[0-9]+ |winner|default:|FAIL|error"
 done <<LIST
 bf16 128 512 none
 fp16 128 512 none

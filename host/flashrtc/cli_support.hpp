@@ -23,10 +23,9 @@ inline constexpr const char* kExitCodesHelp =
     "removed); 2 bad usage or argument; 3 no GPU, a CUDA, NVRTC or cache I/O failure, or a missing external "
     "tool (cuobjdump or nvdisasm for cache sass; a missing plotter is no failure: --plot then leaves the "
     "script and data).\n"
-    "--json (info, config, compile, run, bench, cache ls, cache show): data as JSON on stdout, one document "
-    "or "
-    "JSON lines as each command's --help says; a failure then also prints {\"error\": {\"kind\", "
-    "\"message\", \"exit_code\"}} there.";
+    "--json, a flag of info, config, compile, run, bench, cache ls and cache show: data as JSON on stdout, "
+    "one document or JSON lines as each command's --help says; a failure (a usage error too) then also "
+    "prints {\"error\": {\"kind\", \"message\", \"exit_code\"}} there.";
 /// A value the command or a tool rejects (CLI11 and the runtime reject the rest): exits kExitUsage.
 /// A program flashrtc runs but does not ship (cuobjdump) is missing: exits kExitDevice.
 using tools::format_bytes;

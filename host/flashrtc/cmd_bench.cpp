@@ -17,6 +17,7 @@
 #include "flashrtc_tools/bench_plot.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
 #include "flashrtc_tools/json_fields.hpp"
+#include "json_output.hpp"
 
 namespace flashrtc::cli {
 
@@ -121,7 +122,7 @@ class Report {
     const BenchShape& s = point.shape;
     const double flops = op_ == "bwd" ? attention_backward_flops(backward_of(p)) : attention_flops(p);
     if (json_) {
-      nlohmann::ordered_json j;
+      Json j;
       j["provider"] = "flashrtc";
       j["mode"] = op_;
       j["dtype"] = torch_dtype_name(point.dtype);
@@ -147,7 +148,7 @@ class Report {
         j["error"] = m->error;
       }
       if (!gpu_.empty()) j["gpu"] = gpu_;
-      std::printf("%s\n", j.dump().c_str());
+      print_json_line(j);
       return;
     }
     const auto text = [](auto value) { return std::to_string(value); };
@@ -398,7 +399,8 @@ Command add_bench_command(CLI::App& parent) {
                           ->excludes(dry_run);
   app->add_option("--from", o->from_path,
                   "with --plot: draw the rows of an earlier `bench --json` (or bench/compare.py --json) "
-                  "from this file instead of measuring (no GPU needed)")
+                  "from this file instead of measuring (no GPU needed; a regular file of at most " +
+                      format_bytes(double(kMaxBenchRowsBytes)) + ")")
       ->needs(plot);
   o->tile.add_to(*app);
   o->target.add_to(

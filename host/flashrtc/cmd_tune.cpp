@@ -27,7 +27,7 @@ using namespace flashrtc::tools;
 namespace {
 
 struct TuneOptions {
-  std::string op = "fwd", kernel = "main", dtype, mask = "none", space = "quick", json_path, plot_path;
+  std::string op = "fwd", kernel = "main", dtype, mask = "none", space = "quick", output_path, plot_path;
   int head_dim = 0;
   std::int64_t seqlen = 0, batch = 2, heads = 16;
   std::optional<std::int64_t> kv_seqlen;
@@ -170,7 +170,7 @@ int execute_tune(const TuneOptions& o) {
       row.message = "dry run";
     }
     print_candidates(described, rows);
-    if (!o.json_path.empty()) write_json(o.json_path, described, rows, std::nullopt, false);
+    if (!o.output_path.empty()) write_json(o.output_path, described, rows, std::nullopt, false);
     std::printf("dry run: nothing %stimed or written to the database\n", o.compile ? "" : "compiled, ");
     return kExitOk;
   }
@@ -209,9 +209,9 @@ int execute_tune(const TuneOptions& o) {
   } else {
     std::printf("no candidate passed its check and timing; the database is unchanged\n");
   }
-  if (!o.json_path.empty()) {
-    write_json(o.json_path, described, rows, winner, written);
-    std::printf("json:      %s (%zu rows)\n", o.json_path.c_str(), rows.size());
+  if (!o.output_path.empty()) {
+    write_json(o.output_path, described, rows, winner, written);
+    std::printf("output:    %s (%zu rows)\n", o.output_path.c_str(), rows.size());
   }
   if (!o.plot_path.empty()) {
     if (winner)
@@ -273,7 +273,7 @@ Command add_tune_command(CLI::App& parent) {
   o->target.add_to(*app,
                    "with --dry-run: the arch whose limits to list for, e.g. sm_90a (default: the GPU's)");
   o->tile.add_to(*app);
-  app->add_option("--json", o->json_path,
+  app->add_option("--output", o->output_path,
                   "write one JSON document to FILE: the setup, the winner and every row (the table stays "
                   "on stdout)");
   app->add_option("--plot", o->plot_path,

@@ -5,12 +5,12 @@
 namespace flashrtc::cli {
 
 void print_json_document(const Json& document) {
-  std::printf("%s\n", document.dump(2).c_str());
+  std::printf("%s\n", json_text(document, 2).c_str());
   std::fflush(stdout);
 }
 
 void print_json_line(const Json& row) {
-  std::printf("%s\n", row.dump().c_str());
+  std::printf("%s\n", json_text(row).c_str());
   std::fflush(stdout);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // `--json` output of the `flashrtc` command: a command that prints data prints one JSON document, a command
 // that streams rows (bench, compile --all) one JSON value per line; each command's --help says which. The
-// fields come from one serializer per data type (flashrtc_tools/json_fields.hpp).
+// fields come from one serializer per data type (flashrtc_tools/json_fields.hpp). All of it is printed here,
+// through json_text (valid UTF-8 whatever the strings held).
 #include <nlohmann/json.hpp>
 
 #include "flashrtc_tools/json_fields.hpp"

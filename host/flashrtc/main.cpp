@@ -2,6 +2,7 @@
 // (cli_support.hpp); nothing escapes as an uncaught exception.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli_support.hpp"
@@ -20,12 +21,23 @@ int report(const char* what, int code, const char* kind) {
   return code;
 }
 
-// The innermost command given (`cache show` rather than `cache`) asked for JSON with its --json flag (tune's
-// --json FILE writes a file instead).
+// --json is a flag in every command that takes it: the innermost command given (`cache show` rather than
+// `cache`) has it set.
 bool json_flag_given(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands()) return json_flag_given(*sub);
   const CLI::Option* json = app.get_option_no_throw("--json");
-  return json && json->get_expected_min() == 0 && json->count() > 0;
+  return json && json->count() > 0;
+}
+
+// A command line CLI11 refused still asked for JSON when it holds --json before any `--`: its usage error is
+// then a JSON document too.
+bool json_flag_typed(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--json") return true;
+  }
+  return false;
 }
 
 int run_main(int argc, char** argv) {
@@ -47,14 +59,13 @@ int run_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    g_json_errors = json_flag_typed(argc, argv);
     // CLI11 reports a mistyped command as a missing one; name what was typed instead.
     const bool unknown_command = app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-';
-    if (unknown_command)
-      std::fprintf(stderr,
-                   "flashrtc: error: unknown command '%s' (info, compile, run, bench, config, tune, cache)\n",
-                   argv[1]);
-    else
-      std::fprintf(stderr, "flashrtc: error: %s\n", e.what());
+    const std::string message = unknown_command ? "unknown command '" + std::string(argv[1]) +
+                                                      "' (info, compile, run, bench, config, tune, cache)"
+                                                : std::string(e.what());
+    report(message.c_str(), kExitUsage, "usage");
     std::fprintf(stderr, "Run with --help for more information.\n");
     return kExitUsage;
   }

@@ -44,7 +44,7 @@ TEST_CASE("flashrtc tune --op bwd --dry-run lists the backward main kernel's til
   Sandbox box("flashrtc-cli-bwd-dry-run");
   const std::filesystem::path rows_path = box.tuning.dir() / "rows.json";
   Result r = box.run({"tune", "--op", "bwd", "--dtype", "fp16", "--head-dim", "64", "--seqlen", "4096",
-                      "--dry-run", "--arch", "sm_90", "--json", rows_path.string()});
+                      "--dry-run", "--arch", "sm_90", "--output", rows_path.string()});
   REQUIRE(r.exit_code == 0);
   const KernelFamily& family = *find_kernel_family("bwd-mma");
   const SmLimits limits = assumed_sm_limits("sm_90");
@@ -86,7 +86,7 @@ TEST_CASE("flashrtc tune --op bwd --dry-run lists the backward main kernel's til
   // --kernel dq sweeps the dQ pass's family, from its own table, under its own key.
   const std::filesystem::path dq_path = box.tuning.dir() / "dq.json";
   r = box.run({"tune", "--op", "bwd", "--kernel", "dq", "--dtype", "bf16", "--head-dim", "128", "--seqlen",
-               "2048", "--dry-run", "--arch", "sm_90", "--gpu-name", "Test GPU 141GB", "--json",
+               "2048", "--dry-run", "--arch", "sm_90", "--gpu-name", "Test GPU 141GB", "--output",
                dq_path.string()});
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "tune:").find("bwd-dq-mma kernels (the dQ pass's tiles") != std::string::npos);
@@ -131,7 +131,7 @@ TEST_CASE("flashrtc tune --op bwd --dry-run --compile: registers and spills from
   const std::filesystem::path rows_path = box.tuning.dir() / "rows.json";
   const Result r =
       box.run({"tune", "--op", "bwd", "--dtype", "fp16", "--head-dim", "32", "--seqlen", "16", "--dry-run",
-               "--compile", "--arch", "sm_80", "-j", "2", "--json", rows_path.string()});
+               "--compile", "--arch", "sm_80", "-j", "2", "--output", rows_path.string()});
   REQUIRE(r.exit_code == 0);
   CHECK(line_of(r.out, "config ").find("regs spill st/ld") != std::string::npos);
   CHECK(r.out.find("dry run: nothing timed or written to the database") != std::string::npos);

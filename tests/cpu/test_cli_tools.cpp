@@ -138,7 +138,7 @@ TEST_CASE("flashrtc tune --dry-run lists the candidates without a GPU and writes
   Sandbox box("flashrtc-cli-dry-run");
   const fs::path json_path = box.tuning.dir() / "rows.json";
   const Result r = box.run({"tune", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096", "--dry-run",
-                            "--arch", "sm_90", "--json", json_path.string()});
+                            "--arch", "sm_90", "--output", json_path.string()});
   REQUIRE(r.exit_code == 0);
   const auto expected =
       tuning_candidates(DType::kBFloat16, 128, 4096, 4096, TuneSpace::kQuick, assumed_sm_limits("sm_90"));
@@ -1096,7 +1096,7 @@ TEST_CASE("a kernel whose wgmma ptxas serialized is flagged by compile, compile 
   // tune --dry-run --compile: the cached candidate's row says so, in the table and in the JSON.
   const fs::path rows_path = box.tuning.dir() / "rows.json";
   r = box.run({"tune", "--dtype", "fp16", "--head-dim", "64", "--seqlen", "4096", "--dry-run", "--compile",
-               "--arch", "sm_80", "--json", rows_path.string()},
+               "--arch", "sm_80", "--output", rows_path.string()},
               strict);
   CHECK(r.out.find(" wgmma serialized\n") != std::string::npos);
   const json rows = json::parse(test::read_text(rows_path)).at("rows");
@@ -1153,6 +1153,10 @@ struct BinDir {
   fs::path path;
 };
 
+// Draws the image named on its command line (`gnuplot -c SCRIPT DATA IMAGE`), as gnuplot would.
+constexpr const char* kFakeGnuplot =
+    "#!/bin/sh\n[ \"$1\" = -c ] && [ -s \"$2\" ] && [ -s \"$3\" ] && echo drawn > \"$4\"\n";
+
 bool starts_with_png_magic(const fs::path& file) {
   return test::read_text(file).rfind("\x89PNG", 0) == 0;
 }
@@ -1183,14 +1187,17 @@ TEST_CASE("bench --plot --from draws with gnuplot, else matplotlib, else leaves 
   CHECK_FALSE(fs::exists(image));
   CHECK(count_of(r.out, "\n") == 1);
   CHECK(r.out.find("not drawn") != std::string::npos);
-  CHECK(r.out.find("`gnuplot " + image.string() + ".gp`") != std::string::npos);
+  CHECK(r.out.find("`gnuplot -c " + image.string() + ".gp " + image.string() + ".dat " + image.string() +
+                   "`") != std::string::npos);
   const std::string data = test::read_text(image.string() + ".dat");
-  CHECK(data.find("# bfloat16 d=128 none\n512 300.5\n1024 420.1\n") != std::string::npos);
-  CHECK(data.find("# sdpa: bfloat16 d=128 causal\n1024 380\n") != std::string::npos);
-  CHECK(data.find("# bfloat16 d=128 causal") == std::string::npos);  // its one row failed
+  CHECK(data.rfind("figure\tflashrtc bench: " + rows.string() + "\t2\n", 0) == 0);
+  CHECK(data.find("\n\n\nN\tbfloat16 d=128 none\n512\t300.5\n1024\t420.1\n") != std::string::npos);
+  CHECK(data.find("\n\n\nN\tsdpa: bfloat16 d=128 causal\n1024\t380\n") != std::string::npos);
+  CHECK(data.find("N\tbfloat16 d=128 causal") == std::string::npos);  // its one row failed
+  // The script is fixed text: the paths reach gnuplot as arguments, titles through the data.
   const std::string script = test::read_text(image.string() + ".gp");
-  CHECK(script.find("set output '" + image.string() + "'") != std::string::npos);
-  CHECK(script.find("'" + image.string() + ".dat' index 1 using 1:2") != std::string::npos);
+  CHECK(script.find(image.string()) == std::string::npos);
+  CHECK(script.find("bfloat16") == std::string::npos);
 
   // A gnuplot that fails is no error either; one that works draws the figure from the script.
   BinDir broken(dir / "broken-bin");
@@ -1199,12 +1206,7 @@ TEST_CASE("bench --plot --from draws with gnuplot, else matplotlib, else leaves 
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("not drawn") != std::string::npos);
   BinDir fake(dir / "fake-bin");
-  fake.script(
-      "gnuplot",
-      "#!/bin/sh\n# draws the output the script names, as gnuplot would\nwhile IFS= read -r line; do\n"
-      "  case \"$line\" in \"set output '\"*) out=${line#set output \\'}; echo drawn > \"${out%\\'}\";; "
-      "esac\n"
-      "done < \"$1\"\n");
+  fake.script("gnuplot", kFakeGnuplot);
   image = dir / "fake.svg";
   r = plot(image, fake);
   CHECK(r.exit_code == 0);
@@ -1260,6 +1262,117 @@ TEST_CASE("bench --plot --from draws with gnuplot, else matplotlib, else leaves 
   }
 }
 
+namespace {
+
+// matplotlib as the plot programs use it, without drawing: savefig writes the file, and every title and
+// label the program passes is logged to $STUB_LOG, one per line (repr), to show what reached the figure.
+constexpr const char* kStubMatplotlib = "def use(*args, **kwargs):\n    pass\n";
+constexpr const char* kStubPyplot = R"py(import os
+def _log(text):
+    with open(os.environ["STUB_LOG"], "a") as f:
+        f.write(repr(text) + "\n")
+class _Any:
+    def __init__(self, *args, **kwargs):
+        for key in ("label", "title"):
+            if key in kwargs:
+                _log(kwargs[key])
+    def __call__(self, *args, **kwargs):
+        return _Any(*args, **kwargs)
+    def __getattr__(self, name):
+        return _Any()
+class _Axes(_Any):
+    def set_title(self, title, *args, **kwargs):
+        _log(title)
+class _Figure(_Any):
+    def savefig(self, path, *args, **kwargs):
+        with open(path, "w") as f:
+            f.write("drawn by the stub\n")
+def subplots(*args, **kwargs):
+    return _Figure(), _Axes()
+def __getattr__(name):
+    return _Any()
+)py";
+
+}  // namespace
+
+TEST_CASE("bench --plot: no provider name, --from or --plot path runs as code; the figure is still drawn") {
+  Sandbox box("flashrtc-cli-plot-hostile");
+  const fs::path dir = box.tuning.dir();
+  // The children run in this process's folder: a command that ran would leave the marker here.
+  const fs::path marker = fs::current_path() / "PWNED-flashrtc-plot";
+  fs::remove(marker);
+  const std::string touch = "touch PWNED-flashrtc-plot";
+  const std::string gnuplot_code = "x'\nsystem(\"" + touch + "\")\n#";
+  const std::string python_code = "x'\n__import__('os').system('" + touch + "')\n#";
+  const fs::path rows = dir / ("r'\nsystem(\"" + touch + "\")\n.jsonl");
+  std::string text;
+  for (const std::string& provider : {gnuplot_code, python_code, std::string("flashrtc")})
+    text += json({{"provider", provider}, {"dtype", "bfloat16"}, {"N", 512}, {"d", 128}, {"mask", "none"},
+                  {"tflops", 300.5}})
+                .dump() +
+            "\n";
+  test::write_text(rows, text);
+  const fs::path image = dir / ("o'u\"t\nsystem(\"" + touch + "\")\n#.png");
+  const auto plot = [&](const fs::path& target, std::map<std::string, std::string> env) {
+    return box.run({"bench", "--from", rows.string(), "--plot", target.string()}, env);
+  };
+
+  // gnuplot (a fake that draws what its command line names): the script is the one any data gets, the
+  // hostile text is one field of one row of the data.
+  BinDir fake(dir / "fake-bin");
+  fake.script("gnuplot", kFakeGnuplot);
+  Result r = plot(image, {{"PATH", fake.path.string()}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("(gnuplot; ") != std::string::npos);
+  CHECK(test::read_text(image) == "drawn\n");
+  REQUIRE(plot(dir / "plain.png", {{"PATH", fake.path.string()}}).exit_code == 0);
+  CHECK(test::read_text(image.string() + ".gp") == test::read_text(dir / "plain.png.gp"));
+  const std::string data = test::read_text(image.string() + ".dat");
+  CHECK(data.find("\nN\tx'?system('" + touch + "')?#: bfloat16 d=128 none\n512\t300.5\n") !=
+        std::string::npos);
+  CHECK(data.find("\nN\tx'?__import__('os').system('" + touch + "')?#: bfloat16 d=128 none\n") !=
+        std::string::npos);
+  CHECK(data.find("\tflashrtc bench: " + dir.string() + "/r'?system('" + touch + "')?.jsonl\t3\n") !=
+        std::string::npos);
+  CHECK(count_of(data, "\n") == 1 + 3 * 4);  // the figure's row; three lines of a header and one point each
+
+  // python3 with matplotlib (a stub that logs the titles it gets): the program reads the paths from its
+  // arguments and the titles from the data, as they are.
+  if (fs::exists("/usr/bin/python3")) {
+    BinDir python(dir / "python-bin");
+    fs::create_symlink("/usr/bin/python3", python.path / "python3");
+    const fs::path modules = dir / "stub-modules" / "matplotlib";
+    fs::create_directories(modules);
+    test::write_text(modules / "__init__.py", kStubMatplotlib);
+    test::write_text(modules / "pyplot.py", kStubPyplot);
+    const fs::path log = dir / "stub.log";
+    r = plot(image, {{"PATH", python.path.string()},
+                     {"PYTHONPATH", modules.parent_path().string()},
+                     {"PYTHONDONTWRITEBYTECODE", "1"},
+                     {"STUB_LOG", log.string()}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("Traceback") == std::string::npos);
+    CHECK(r.out.find("(matplotlib; ") != std::string::npos);
+    CHECK(test::read_text(image) == "drawn by the stub\n");
+    const std::string titles = test::read_text(log);
+    CHECK(titles.find("\"x'?system('" + touch + "')?#: bfloat16 d=128 none\"\n") != std::string::npos);
+    CHECK(titles.find("\"flashrtc bench: " + dir.string() + "/r'?system('" + touch + "')?.jsonl\"\n") !=
+          std::string::npos);
+  }
+  // The real gnuplot, where installed, draws the figure.
+  const char* real_path = std::getenv("PATH");
+  if (real_path && std::system("command -v gnuplot >/dev/null") == 0) {
+    r = plot(image, {{"PATH", real_path}});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("(gnuplot; ") != std::string::npos);
+    CHECK(starts_with_png_magic(image));
+  } else {
+    MESSAGE("no gnuplot installed: the real renderer is not tried");
+  }
+  CHECK_FALSE(fs::exists(marker));
+  fs::remove(marker);
+}
+
 TEST_CASE("flashrtc --help lists the exit codes; every command with data says what its --json prints") {
   Sandbox box("flashrtc-cli-help");
   Result r = box.run({"--help"});
@@ -1273,8 +1386,7 @@ TEST_CASE("flashrtc --help lists the exit codes; every command with data says wh
       {{"compile"}, "with --all JSON lines"},
       {{"bench"}, "JSON lines"},
       {{"cache", "ls"}, "one JSON document"},
-      {{"cache", "show"}, "one JSON document"},
-      {{"tune"}, "write one JSON document to FILE"}};
+      {{"cache", "show"}, "one JSON document"}};
   for (const auto& [command, says] : commands) {
     r = box.run(with(command, {"--help"}));
     INFO(command[0] << (command.size() > 1 ? " " + command[1] : ""));
@@ -1282,7 +1394,14 @@ TEST_CASE("flashrtc --help lists the exit codes; every command with data says wh
     const auto json_option = r.out.find("--json");
     REQUIRE(json_option != std::string::npos);
     CHECK(r.out.find(says, json_option) != std::string::npos);
+    CHECK(r.out.find("--json TEXT") == std::string::npos);  // a flag, never an option with a value
   }
+  // tune writes its JSON document to a file, named by --output; no tune option is called --json.
+  r = box.run({"tune", "--help"});
+  CHECK(r.out.substr(0, r.out.find("Exit codes:")).find("--json") == std::string::npos);
+  const auto output_option = r.out.find("--output TEXT");
+  REQUIRE(output_option != std::string::npos);
+  CHECK(r.out.find("write one JSON document to FILE", output_option) != std::string::npos);
 }
 
 #endif  // FLASHRTC_CLI

@@ -19,15 +19,15 @@ export FLASHRTC_CACHE_DIR="$work/cache" FLASHRTC_TUNE_DB="$work/tuning_db.json"
 shape=(--dtype bf16 --head-dim 64 --seqlen 512 --mask causal)
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$flashrtc" tune --op bwd "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --json "$work/tune.json" |
+"$flashrtc" tune --op bwd "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --output "$work/tune.json" |
   tee "$work/tune.out"
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
-grep -q '"written_to_db": true' "$work/tune.json" || fail "--json does not record the database write"
-grep -q '"op": "bwd"' "$work/tune.json" || fail "--json does not name the backward"
+grep -q '"written_to_db": true' "$work/tune.json" || fail "--output does not record the database write"
+grep -q '"op": "bwd"' "$work/tune.json" || fail "--output does not name the backward"
 # The main kernel's family: bwd-wgmma on sm_90a, bwd-mma elsewhere.
 main_family="$(grep -oE 'bwd-(wgmma|mma) kernels' "$work/tune.out" | head -n 1 | cut -d' ' -f1)"
 [ -n "$main_family" ] || fail "bf16 did not sweep bwd-wgmma or bwd-mma"
-grep -q "\"family\": \"$main_family\"" "$work/tune.json" || fail "--json does not name $main_family"
+grep -q "\"family\": \"$main_family\"" "$work/tune.json" || fail "--output does not name $main_family"
 winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 [ -n "$winner" ] || fail "tune printed no winner"
 grep -q "\"$main_family\"" "$FLASHRTC_TUNE_DB" || fail "the database has no $main_family entry"

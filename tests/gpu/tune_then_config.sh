@@ -17,12 +17,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # A figure when gnuplot or matplotlib is here, else the script and data that draw it: never a failure.
 plot="$work/sweep.png"
-"$flashrtc" tune "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --json "$work/tune.json" \
+"$flashrtc" tune "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 --output "$work/tune.json" \
   --plot "$plot" | tee "$work/tune.out"
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
 [ -s "$plot" ] || { [ -s "$plot.gp" ] && [ -s "$plot.dat" ]; } || fail "no plot, script or data at $plot"
 grep -q '^plot:      ' "$work/tune.out" || fail "tune --plot said nothing about the plot"
-grep -q '"written_to_db": true' "$work/tune.json" || fail "--json does not record the database write"
+grep -q '"written_to_db": true' "$work/tune.json" || fail "--output does not record the database write"
 winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 [ -n "$winner" ] || fail "tune printed no winner"
 

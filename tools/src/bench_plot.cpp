@@ -1,22 +1,35 @@
 #include "flashrtc_tools/bench_plot.hpp"
 
 #include <algorithm>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 
+#include "flashrtc/bounded_read.hpp"
+#include "flashrtc_tools/format.hpp"
 #include "flashrtc_tools/tool_errors.hpp"
 
 namespace flashrtc::tools {
 
 namespace {
 
-constexpr const char* kLines = R"py(
+// Block 0: `figure<TAB>title<TAB>number of lines`; then a block per line, opening with `N<TAB>its title`.
+constexpr const char* kGnuplotLines = R"gp(stats ARG1 index 0 using (lines = column(3), 0) nooutput
+set xlabel 'N (sequence length)'
+set ylabel 'TFLOP/s'
+set logscale x 2
+set grid
+set key top left noenhanced
+plot for [i=1:lines] ARG1 index i using 1:2 with linespoints title columnheader(2)
+)gp";
+
+constexpr const char* kMatplotlibLines = R"py(
 fig, ax = plt.subplots(figsize=(9.6, 7.2))
-for title, rows in blocks():
-    if rows:
-        ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=title)
+for rows in blocks()[1:]:
+    if len(rows) > 1:
+        points = [[float(v) for v in r] for r in rows[1:]]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=rows[0][1])
 ax.set_xscale("log", base=2)
 ax.set_xlabel("N (sequence length)")
 ax.set_ylabel("TFLOP/s")
@@ -35,8 +48,17 @@ std::string bench_series(const std::string& dtype, std::int64_t head_dim, const 
 }
 
 std::vector<BenchPlotPoint> read_bench_points(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("--from " + path + ": cannot be read");
+  // A link is followed here (the user named it), and what it leads to is read as any file is: only a regular
+  // one, and no more than the limit, so /dev/zero or a FIFO is refused at once.
+  std::error_code error;
+  const std::filesystem::path target = std::filesystem::canonical(path, error);
+  const BoundedRead file =
+      error ? BoundedRead{{}, true, "cannot be read (" + error.message() + ")"}
+            : read_file_bounded(target, kMaxBenchRowsBytes);
+  if (!file.ok())
+    throw UsageError("--from " + path + ": " + file.problem + "; it must be a regular file of at most " +
+                     format_bytes(double(kMaxBenchRowsBytes)) + " of `flashrtc bench --json` rows");
+  std::istringstream in(file.content);
   std::vector<BenchPlotPoint> points;
   std::size_t number = 0;
   for (std::string line; std::getline(in, line);) {
@@ -63,33 +85,19 @@ Figure bench_figure(std::vector<BenchPlotPoint> points, const std::string& title
   std::stable_sort(points.begin(), points.end(), [](const BenchPlotPoint& a, const BenchPlotPoint& b) {
     return std::tie(a.series, a.seqlen) < std::tie(b.series, b.seqlen);
   });
-  Figure figure;
-  std::ostringstream data, plot;
-  std::size_t block = 0;
+  std::size_t lines = 1;
+  for (std::size_t i = 1; i < points.size(); ++i) lines += points[i].series != points[i - 1].series;
+  std::ostringstream data;
+  data << "figure\t" << plot_text(title) << "\t" << lines << "\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
-    if (i == 0 || points[i].series != points[i - 1].series) {
-      if (i) data << "\n\n";
-      data << "# " << points[i].series << "\n";
-      plot << (block ? ", \\\n     " : "plot ") << "@DATA@ index " << block
-           << " using 1:2 with linespoints title " << gnuplot_quoted(points[i].series);
-      ++block;
-    }
-    data << points[i].seqlen << " " << points[i].tflops << "\n";
+    if (i == 0 || points[i].series != points[i - 1].series)
+      data << "\n\nN\t" << plot_text(points[i].series) << "\n";
+    data << points[i].seqlen << "\t" << points[i].tflops << "\n";
   }
+  Figure figure;
   figure.data = data.str();
-  std::ostringstream s;
-  s << "# Written by `flashrtc bench --plot`; draw with: gnuplot @SCRIPT@\n";
-  s << "set terminal @TERMINAL@\n";
-  s << "set output @IMAGE@\n";
-  s << "set title " << gnuplot_quoted(title) << " noenhanced\n";
-  s << "set xlabel 'N (sequence length)'\n";
-  s << "set ylabel 'TFLOP/s'\n";
-  s << "set logscale x 2\n";
-  s << "set grid\n";
-  s << "set key top left noenhanced\n";
-  s << plot.str() << "\n";
-  figure.gnuplot = s.str();
-  figure.matplotlib = "TITLE = " + python_quoted(title) + "\n" + kLines;
+  figure.gnuplot = kGnuplotLines;
+  figure.matplotlib = kMatplotlibLines;
   return figure;
 }
 

@@ -16,18 +16,8 @@ std::string extension_of(const std::string& path) {
   return std::filesystem::path(path).extension().string();
 }
 
-const char* terminal_for(const std::string& extension) {
-  if (extension == ".png") return "pngcairo size 960,720 font ',11'";
-  if (extension == ".svg") return "svg size 960,720 dynamic font ',11'";
-  if (extension == ".pdf") return "pdfcairo size 6.4in,4.8in font ',9'";
-  return nullptr;
-}
-
-std::string replaced(std::string text, const std::string& placeholder, const std::string& value) {
-  for (auto at = text.find(placeholder); at != std::string::npos;
-       at = text.find(placeholder, at + value.size()))
-    text.replace(at, placeholder.size(), value);
-  return text;
+bool is_image(const std::string& extension) {
+  return extension == ".png" || extension == ".svg" || extension == ".pdf";
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -37,7 +27,27 @@ void write_file(const std::string& path, const std::string& text) {
   if (!out) throw Error(ErrorCode::kCacheIo, "--plot: cannot write " + path);
 }
 
-// What every matplotlib script starts with (Figure::matplotlib).
+// What every gnuplot script starts with (Figure::gnuplot); ARG1 is the data file, ARG2 the image.
+constexpr const char* kGnuplotPrelude =
+    R"gp(# Written by `flashrtc bench --plot` or `flashrtc tune --plot`; draw with:
+#   gnuplot -c THIS_SCRIPT DATA_FILE IMAGE.png (or .svg, .pdf)
+set datafile separator "\t"
+image_type = strlen(ARG2) >= 4 ? ARG2[strlen(ARG2) - 3:] : ''
+if (image_type eq '.svg') {
+  set terminal svg size 960,720 dynamic font ',11'
+} else {
+  if (image_type eq '.pdf') {
+    set terminal pdfcairo size 6.4in,4.8in font ',9'
+  } else {
+    set terminal pngcairo size 960,720 font ',11'
+  }
+}
+set output ARG2
+stats ARG1 index 0 using (figure_title = strcol(2), 0) nooutput
+set title figure_title noenhanced
+)gp";
+
+// What every matplotlib program starts with (Figure::matplotlib).
 constexpr const char* kMatplotlibPrelude = R"py(import sys
 try:
     import matplotlib
@@ -45,13 +55,12 @@ try:
     import matplotlib.pyplot as plt
 except ImportError:
     sys.exit(3)
+DATA, IMAGE = sys.argv[1], sys.argv[2]
 def blocks():
-    out = []
-    for text in open(DATA).read().split("\n\n\n"):
-        lines = [l for l in text.splitlines() if l.strip()]
-        title = next((l[1:].strip() for l in lines if l.startswith("#")), "")
-        out.append((title, [[float(v) for v in l.split()] for l in lines if not l.startswith("#")]))
-    return out
+    with open(DATA, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    return [[l.split("\t") for l in b.split("\n") if l and not l.startswith("#")] for b in text.split("\n\n\n")]
+TITLE = blocks()[0][0][1]
 )py";
 
 // Runs a renderer and says whether it produced image (an old figure never passes for a new one).
@@ -62,29 +71,29 @@ bool drew(const std::string& tool, const std::vector<std::string>& args, const s
   return run_tool(tool, args) == 0 && std::filesystem::exists(image);
 }
 
+// A path as an argument of the renderers: one starting with '-' would read as an option.
+std::string argument(const std::string& path) {
+  return path.rfind('-', 0) == 0 ? "./" + path : path;
+}
+
 }  // namespace
 
 void check_plot_target(const std::string& path) {
   const std::string extension = extension_of(path);
-  if (extension != ".gp" && !terminal_for(extension))
+  if (extension != ".gp" && !is_image(extension))
     throw UsageError(
         "--plot " + path +
         ": the file must end in .png, .svg or .pdf (or .gp for the gnuplot script and its data)");
 }
 
-std::string gnuplot_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string python_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'' || c == '\\') out += '\\';
-    out += c;
+std::string plot_text(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) c = '?';
+    if (c == '"') c = '\'';
   }
-  return out + "'";
+  return out;
 }
 
 PlotResult render_plot(const std::string& path, const Figure& figure) {
@@ -97,27 +106,24 @@ PlotResult render_plot(const std::string& path, const Figure& figure) {
   const std::string image =
       script_only ? std::filesystem::path(path).replace_extension(".png").string() : path;
   write_file(data_path, figure.data);
-  std::string script = figure.gnuplot;
-  script = replaced(script, "@DATA@", gnuplot_quoted(data_path));
-  script = replaced(script, "@IMAGE@", gnuplot_quoted(image));
-  script = replaced(script, "@SCRIPT@", script_path);
-  script = replaced(script, "@TERMINAL@", terminal_for(extension_of(image)));
-  write_file(script_path, script);
+  write_file(script_path, std::string(kGnuplotPrelude) + figure.gnuplot);
   const std::string kept = script_path + " and " + data_path;
+  const std::vector<std::string> paths = {argument(data_path), argument(image)};
+  const std::string draw_command = "gnuplot -c " + script_path + " " + data_path + " " + image;
   if (script_only)
-    return {PlotResult::Drawn::kNotDrawn,
-            "plot:      " + kept + " (draw with `gnuplot " + script_path + "`)"};
-  if (const auto gnuplot = find_tool("gnuplot"); gnuplot && drew(*gnuplot, {script_path}, image))
+    return {PlotResult::Drawn::kNotDrawn, "plot:      " + kept + " (draw with `" + draw_command + "`)"};
+  if (const auto gnuplot = find_tool("gnuplot");
+      gnuplot && drew(*gnuplot, {"-c", argument(script_path), paths[0], paths[1]}, image))
     return {PlotResult::Drawn::kGnuplot, "plot:      " + image + " (gnuplot; script and data: " + kept + ")"};
-  const std::string program = "DATA = " + python_quoted(data_path) + "\nIMAGE = " + python_quoted(image) +
-                              "\n" + kMatplotlibPrelude + figure.matplotlib;
-  if (const auto python = find_tool("python3"); python && drew(*python, {"-c", program}, image))
+  const std::string program = std::string(kMatplotlibPrelude) + figure.matplotlib;
+  if (const auto python = find_tool("python3");
+      python && drew(*python, {"-c", program, paths[0], paths[1]}, image))
     return {PlotResult::Drawn::kMatplotlib,
             "plot:      " + image + " (matplotlib; gnuplot script and data: " + kept + ")"};
   return {
       PlotResult::Drawn::kNotDrawn,
       "plot:      " + image + " not drawn: neither gnuplot nor python3 with matplotlib works here; wrote " +
-          kept + ": draw them with `gnuplot " + script_path +
+          kept + ": draw them with `" + draw_command +
           "` where gnuplot is installed (apt-get install gnuplot-nox), or install matplotlib (pip install "
           "matplotlib) and run again"};
 }

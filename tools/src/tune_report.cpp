@@ -122,7 +122,7 @@ void print_table(const std::vector<TuneRow>& rows, std::size_t top) {
                 format_bytes(double(row.smem_bytes)).c_str(), r ? occupancy_text(row).c_str() : "-",
                 status.c_str());
   }
-  if (hidden) std::printf("(%zu slower rows not shown: --top to see more, --json for all)\n", hidden);
+  if (hidden) std::printf("(%zu slower rows not shown: --top to see more, --output FILE for all)\n", hidden);
 }
 
 void write_json(const std::string& path, const TuneSetup& s, const std::vector<TuneRow>& rows,
@@ -172,9 +172,9 @@ void write_json(const std::string& path, const TuneSetup& s, const std::vector<T
                      {"written_to_db", written},
                      {"rows", std::move(items)}};
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << root.dump(2) << "\n";
+  out << json_text(root, 2) << "\n";
   out.close();
-  if (!out) throw Error(ErrorCode::kCacheIo, "--json: cannot write " + path);
+  if (!out) throw Error(ErrorCode::kCacheIo, "--output: cannot write " + path);
 }
 
 }  // namespace flashrtc::tools

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace flashrtc::detail {
+namespace flashrtc {
 
 namespace {
 
@@ -69,4 +69,4 @@ BoundedRead read_file_bounded(const std::filesystem::path& path, std::uint64_t m
   return result;
 }
 
-}  // namespace flashrtc::detail
+}  // namespace flashrtc

@@ -1,21 +1,11 @@
 #pragma once
-// Reading a file that someone else may have replaced with anything: a link to /dev/zero, a FIFO, a
-// 24 GB file. Only regular files, never through a final symbolic link, never more than a limit.
-#include <cstdint>
-#include <filesystem>
-#include <string>
+// The bounded reader under the name the runtime's own files use; it is public (flashrtc/bounded_read.hpp)
+// for the tools, which read files the user names.
+#include "flashrtc/bounded_read.hpp"
 
 namespace flashrtc::detail {
 
-struct BoundedRead {
-  std::string content;
-  bool missing = false;  // no such file (problem says so too)
-  std::string problem;   // empty when content is the whole file; else why not, e.g. "is not a regular file"
-  bool ok() const { return problem.empty(); }
-};
-
-// The whole of path when it is a regular file of at most max_bytes. Never throws, never blocks on a FIFO,
-// never reads more than max_bytes + 1 bytes.
-BoundedRead read_file_bounded(const std::filesystem::path& path, std::uint64_t max_bytes);
+using flashrtc::BoundedRead;
+using flashrtc::read_file_bounded;
 
 }  // namespace flashrtc::detail

@@ -21,9 +21,13 @@ struct BenchPlotPoint {
 std::string bench_series(const std::string& dtype, std::int64_t head_dim, const std::string& mask,
                          const std::string& provider = "flashrtc");
 
+/// The most `--from` reads: a bench row is some 400 bytes, so this is some 150000 points.
+inline constexpr std::uint64_t kMaxBenchRowsBytes = std::uint64_t(64) << 20;
+
 /// The points of the measured rows of JSON lines as `flashrtc bench --json` and `bench/compare.py --json`
 /// write them (dtype, d, N, tflops, and mask or causal); rows without tflops (failed points, dry runs) are
-/// skipped. Throws UsageError when the file cannot be read or a line is not such a row.
+/// skipped. Throws UsageError when the file cannot be read, is not a regular file (after links), is larger
+/// than kMaxBenchRowsBytes or a line is not such a row.
 std::vector<BenchPlotPoint> read_bench_points(const std::string& path);
 
 /// Lines sorted by series, points by N on a log2 axis. Throws UsageError when points is empty.

@@ -32,6 +32,14 @@ Json specialization(const std::string& dtype, int head_dim, const std::string& m
 }
 }  // namespace json_detail
 
+/// JSON as text, the one way flashrtc writes it (the command's --json output, the tuner's report): a string
+/// holding invalid UTF-8 (a path, an environment value, a compile log) has U+FFFD for each bad byte, where
+/// nlohmann's default dump would throw. indent -1: one line.
+template <class Json, json_detail::IfJson<Json> = 0>
+std::string json_text(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 template <class Json, json_detail::IfJson<Json> = 0>
 void to_json(Json& j, const TileConfig& c) {
   j = Json{{"block_m", c.block_m}, {"block_n", c.block_n}, {"warps", c.warps}, {"stages", c.stages}};

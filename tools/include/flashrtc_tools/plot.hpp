@@ -6,23 +6,29 @@
 
 namespace flashrtc::tools {
 
-/// A figure in the forms the renderers read.
-/// - data: what FILE.dat holds: blocks separated by two empty lines (gnuplot's `index`), each opening with a
-///   `# title` line, then rows of whitespace-separated numbers.
-/// - gnuplot: what FILE.gp holds; render_plot replaces @DATA@ with the data file, @IMAGE@ with the image,
-///   @SCRIPT@ with the script's own path and @TERMINAL@ with the gnuplot terminal for the image's extension.
-/// - matplotlib: Python run by `python3 -c` after a prelude that imports matplotlib.pyplot as plt (exiting
-///   quietly when it cannot) and defines DATA, IMAGE and blocks(), the data file as (title, rows) pairs.
+/// A figure in the forms the renderers read. The two programs are fixed text: everything that comes from
+/// data (titles, labels, numbers) is in the data file, and the paths reach them as arguments
+/// (`gnuplot -c FILE.gp FILE.dat IMAGE`, `python3 -c PROGRAM FILE.dat IMAGE`), so no value can become code.
+/// - data: what FILE.dat holds: blocks separated by two empty lines (gnuplot's `index`) of tab-separated
+///   fields; block 0 is the figure's row, `figure<TAB>title<TAB>...`. Lines starting with # are comments.
+///   Text fields pass through plot_text().
+/// - gnuplot: the figure's part of FILE.gp, after a prelude that reads the data with a tab separator, picks
+///   the terminal from the image's extension, sets the output to ARG2 and the title to block 0's title.
+/// - matplotlib: the figure's part of the Python program, after a prelude that imports matplotlib.pyplot as
+///   plt (exiting quietly when it cannot) and defines DATA, IMAGE (from argv), TITLE and blocks(): the data
+///   file as blocks of rows of fields (strings), comments left out.
 struct Figure {
-  std::string data, gnuplot, matplotlib;
+  std::string data;
+  const char* gnuplot = "";
+  const char* matplotlib = "";
 };
+
+/// text as a field of the data file: a control character (a newline would forge rows, a tab fields)
+/// becomes '?', and a double quote (gnuplot's field quote) a single one.
+std::string plot_text(const std::string& text);
 
 /// Throws UsageError unless path ends in .png, .svg or .pdf (an image) or .gp (the script and data alone).
 void check_plot_target(const std::string& path);
-
-/// gnuplot and Python single-quoted strings: ' becomes '' for gnuplot, \' for Python.
-std::string gnuplot_quoted(const std::string& text);
-std::string python_quoted(const std::string& text);
 
 /// How a figure ended up, and the one line that tells the user ("plot:      FILE (gnuplot; ...)", or how
 /// to draw the script and data left behind).
