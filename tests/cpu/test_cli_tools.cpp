@@ -276,7 +276,9 @@ TEST_CASE("flashrtc config names the default row a mask restriction chose") {
                    0) == 0);
 }
 
-TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them apart") {
+TEST_CASE(
+    "the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them "
+    "apart") {
   Sandbox box("flashrtc-cli-persistent");
   const auto kernel_line = [&](const std::string& seqlen) {
     const Result r = box.run({"config", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
@@ -288,14 +290,14 @@ TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, com
   const std::string mask = "flashrtc::kernel::Mask::kCausalTopLeft, ";
   CHECK(kernel_line("1024") == prefix + "128, 128, 12, 2, " + mask + "true>");
   CHECK(kernel_line("8192") == prefix + "192, 96, 16, 3, " + mask + "true>");
-  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
-                      "1024", "--arch", "sm_90a"});
+  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal",
+                      "--seqlen", "1024", "--arch", "sm_90a"});
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out).at("specialization").at("persistent") == true);
 
   for (const char* seqlen : {"1024", "8192"}) {
-    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen", seqlen,
-                 "--arch", "sm_90a"});
+    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
+                 seqlen, "--arch", "sm_90a"});
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(r.out);
     CHECK(doc.at("specialization").at("persistent") == true);
@@ -718,6 +720,40 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   CHECK(doc.at("meta").at("resources").at("registers") == kernel.at("registers"));
   CHECK(doc.at("meta").at("key") == key);
   CHECK(doc.at("log").get<std::string>().find("ptxas") != std::string::npos);
+}
+
+TEST_CASE("cache show: of a compile log of megabytes, the head and how many bytes were left out") {
+  Sandbox box("flashrtc-cli-show-log");
+  REQUIRE(box.run({"compile", "--dtype", "fp32", "--head-dim", "32", "--arch", "sm_80"}).exit_code == 0);
+  test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+  const std::vector<CacheEntry> entries = list_cache_entries();
+  REQUIRE(entries.size() == 1);
+  const std::size_t log_bytes = std::size_t{8} << 20;
+  std::string log;
+  while (log.size() < log_bytes) log += "ptxas info    : a line of a planted log\n";
+  log.resize(log_bytes);
+  test::write_text(entries[0].log_path, log);
+  const std::size_t bounded = std::size_t{512} << 10;
+
+  Result r = box.run({"cache", "show", entries[0].key});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.size() < bounded);
+  const std::string note = line_of(r.out, "... ");
+  REQUIRE_FALSE(note.empty());
+  const std::size_t not_shown = std::stoull(note.substr(4));
+  CHECK(note == "... " + std::to_string(not_shown) + " bytes not shown");
+  const std::size_t at = r.out.find("compile log (");
+  REQUIRE(at != std::string::npos);
+  const std::size_t shown_from = r.out.find('\n', at) + 1, shown_to = r.out.rfind("\n... ");
+  CHECK(shown_to - shown_from + not_shown == log_bytes);
+
+  r = box.run({"cache", "show", "--json", entries[0].key});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.size() < bounded);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("log_truncated_bytes").get<std::size_t>() == not_shown);
+  CHECK(doc.at("log").get<std::string>().size() + not_shown == log_bytes);
+  CHECK(log.rfind(doc.at("log").get<std::string>(), 0) == 0);
 }
 
 TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing command a JSON error document") {

@@ -157,6 +157,29 @@ std::string read_cache_entry_file(const fs::path& file) {
   return std::move(read.content);
 }
 
+CacheFileHead read_cache_entry_file_head(const fs::path& file, std::size_t max_bytes) {
+  detail::BoundedRead read = detail::read_file_head(file, max_bytes);
+  if (!read.ok()) throw Error(ErrorCode::kCacheIo, "cannot read " + file.string() + ": it " + read.problem);
+  CacheFileHead head{std::move(read.content), read.file_bytes};
+  // Not inside a character: what is shown stays valid UTF-8 (JSON) where the file was.
+  if (head.text.size() < head.total_bytes) {
+    const std::string& text = head.text;
+    std::size_t start = text.size();  // of the last character
+    while (start > 0 && text.size() - start < 4 &&
+           (static_cast<unsigned char>(text[start - 1]) & 0xC0) == 0x80)
+      --start;
+    if (start > 0) {
+      const unsigned char lead = static_cast<unsigned char>(text[start - 1]);
+      const std::size_t length = (lead >> 5) == 0x6    ? 2
+                                 : (lead >> 4) == 0xE  ? 3
+                                 : (lead >> 3) == 0x1E ? 4
+                                                       : 1;
+      if (start - 1 + length > text.size()) head.text.resize(start - 1);
+    }
+  }
+  return head;
+}
+
 CacheEntry find_cache_entry(std::string_view key_prefix) {
   if (key_prefix.empty())
     throw Error(ErrorCode::kInvalidArgument, "key: empty; give a key or a unique prefix of one");
