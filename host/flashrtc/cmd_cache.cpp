@@ -229,8 +229,8 @@ Command add_cache_command(CLI::App& parent) {
       ->excludes(spills);
   ls->add_flag("--json", o->json_output,
                "one JSON document: an array of the entries, every field (key, arch, kernel, specialization, "
-               "registers, spills, wgmma_serialized, smem_bytes, compile_ms, size_bytes, last_used, bad, "
-               "problem, ...)");
+               "registers, spills, wgmma_serialized, dynamic_smem_bytes, compile_ms, entry_dir, size_bytes, "
+               "last_used, bad, problem, ...)");
   CLI::App* show =
       app->add_subcommand("show", "every meta.json field of an entry, and its compile log (the first " +
                                       std::to_string(kShownLogBytes >> 10) + " KiB)");

@@ -100,10 +100,14 @@ std::string failed_row_text(const std::string& counter, const KernelSpec& spec) 
   return line;
 }
 
-// The compiled kernel and the dynamic shared memory its launch asks for.
+// The compiled kernel as `cache ls --json` lists its entry, and where this process got it ("from").
 Json kernel_json(const KernelSpec& spec, const CompiledKernelInfo& info) {
-  Json kernel = info;
-  kernel["dynamic_smem_bytes"] = family_of(spec).smem_bytes(spec);
+  const KernelFamily& family = family_of(spec);
+  Json specialization = spec;
+  specialization.erase("family");  // the entry's "kernel"
+  Json kernel =
+      json_detail::kernel_entry<Json>(info, family.name, std::move(specialization), family.smem_bytes(spec));
+  kernel["from"] = to_string(info.source);
   return kernel;
 }
 
@@ -254,10 +258,10 @@ int execute_compile(const CompileOptions& options) {
 }  // namespace
 
 Command add_compile_command(CLI::App& parent) {
-  CLI::App* app = parent.add_subcommand(
-      "compile",
-      "compile a call's forward kernel (--all: every default kernel, forward and backward) into the cache and "
-      "print their resources (no GPU needed with --arch)");
+  CLI::App* app = parent.add_subcommand("compile",
+                                        "compile a call's forward kernel (--all: every default kernel, "
+                                        "forward and backward) into the cache and "
+                                        "print their resources (no GPU needed with --arch)");
   auto options = std::make_shared<CompileOptions>();
   CLI::Option* dtype = app->add_option("--dtype", options->dtype, "element type")->check(dtype_validator());
   CLI::Option* head_dim =

@@ -218,7 +218,7 @@ TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a 
     CHECK(row.at("spills") == spilling);
     CHECK((row.at("spill_store_bytes").get<int>() > 0) == spilling);
     CHECK(row.at("stack_frame_bytes") == e.resources.stack_frame_bytes);
-    CHECK(row.at("smem_bytes").get<std::size_t>() ==
+    CHECK(row.at("dynamic_smem_bytes").get<std::size_t>() ==
           forward_smem_bytes(spilling ? DType::kFloat32 : DType::kFloat16, spilling ? 128 : 64,
                              {e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages}));
     CHECK(row.at("compile_ms").get<double>() > 0);
@@ -722,6 +722,67 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   CHECK(doc.at("log").get<std::string>().find("ptxas") != std::string::npos);
 }
 
+TEST_CASE("--json: compile, compile --all, cache ls and cache show give one entry the same fields") {
+  Sandbox box("flashrtc-cli-one-schema");
+  Result r = box.run({"compile", "--json", "--dtype", "fp16", "--head-dim", "64", "--arch", "sm_80"});
+  REQUIRE(r.exit_code == 0);
+  const json compiled = json::parse(r.out);
+  json kernel = compiled.at("kernel");
+  CHECK(kernel.at("from") == "compiled");
+  kernel.erase("from");  // how this process got it: no field of the entry
+  json specialization = compiled.at("specialization");
+  CHECK(kernel.at("kernel") == specialization.at("family"));
+  specialization.erase("family");
+  CHECK(kernel.at("specialization") == specialization);
+
+  // A backward kernel whose template takes no block_n, stages or mask, warmed here; compile --all finds it
+  // on disk and may compile nothing else.
+  const std::vector<KernelSpec> specs = warm_specs("sm_80");
+  const auto rows_spec = std::find_if(specs.begin(), specs.end(), [](const KernelSpec& s) {
+    return s.family && !s.family->takes(TemplateArg::kBlockN) && !s.family->takes(TemplateArg::kMask);
+  });
+  REQUIRE(rows_spec != specs.end());
+  {
+    test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+    compile_kernel(*rows_spec, "sm_80");
+  }
+  r = box.run({"compile", "--all", "--json", "--arch", "sm_80", "-j", "2"},
+              {{"FLASHRTC_REQUIRE_CACHED", "1"}});
+  json backward;
+  for (const json& line : json_lines(r.out))
+    if (line.contains("kernel") && line.at("specialization").at("family") == rows_spec->family->name)
+      backward = line;
+  REQUIRE(backward.is_object());
+  INFO(backward.dump());
+  for (const char* ignored : {"block_n", "stages", "mask"})
+    CHECK_FALSE(backward.at("specialization").contains(ignored));
+  json backward_kernel = backward.at("kernel");
+  CHECK(backward_kernel.at("from") == "disk");
+  backward_kernel.erase("from");
+  json backward_specialization = backward.at("specialization");
+  backward_specialization.erase("family");
+  CHECK(backward_kernel.at("specialization") == backward_specialization);
+
+  const json listed = json::parse(box.run({"cache", "ls", "--json"}).out);
+  REQUIRE(listed.size() == 2);
+  for (const json& printed : {kernel, backward_kernel}) {
+    const std::string key = printed.at("key");
+    INFO(key);
+    const auto row =
+        std::find_if(listed.begin(), listed.end(), [&](const json& e) { return e.at("key") == key; });
+    REQUIRE(row != listed.end());
+    // Every field compile prints, the listing prints alike; cache show prints the listing's row.
+    for (const auto& [name, value] : printed.items()) {
+      INFO(name);
+      REQUIRE(row->contains(name));
+      CHECK(row->at(name) == value);
+    }
+    r = box.run({"cache", "show", "--json", key});
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out).at("entry") == *row);
+  }
+}
+
 TEST_CASE("cache show: of a compile log of megabytes, the head and how many bytes were left out") {
   Sandbox box("flashrtc-cli-show-log");
   REQUIRE(box.run({"compile", "--dtype", "fp32", "--head-dim", "32", "--arch", "sm_80"}).exit_code == 0);
@@ -771,7 +832,10 @@ TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing comma
     CHECK(lines[i].at("total") == specs.size());
     CHECK(lines[i].at("specialization").at("dtype") == std::string(to_string(specs[i].dtype)));
     CHECK(lines[i].at("specialization").at("head_dim") == specs[i].head_dim);
-    CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    if (family_of(specs[i]).takes(TemplateArg::kMask))
+      CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    else
+      CHECK_FALSE(lines[i].at("specialization").contains("mask"));  // a value the kernel ignores
     CHECK(lines[i].at("specialization").at("block_m") == specs[i].tile.block_m);
     CHECK(lines[i].at("error").at("kind") == "CompileDisallowed");
     CHECK_FALSE(lines[i].contains("kernel"));
