@@ -1,7 +1,8 @@
 // What the disk cache promises under hostile conditions (docs/RELIABILITY.md): a read-only or uncreatable
 // cache directory runs from memory with one warning; entries cannot lie (one digest over every file and
 // field); reads are bounded (a link to /dev/zero, a FIFO, a 10,000-deep meta.json, invalid UTF-8); the
-// NVRTC build is part of the key; maintenance leaves no lock files and reports what it cannot remove.
+// NVRTC build is part of the key; maintenance leaves no lock files and reports what it cannot remove; links
+// planted below the cache directory are never followed, and sizes are compared before files are read.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
