@@ -63,14 +63,13 @@ int execute_ls(const CacheOptions& o) {
     const auto n = [](auto value) { return std::to_string(value); };
     char compile[32];
     std::snprintf(compile, sizeof(compile), "%.0f ms", e.compile_ms);
-    std::printf(kLsFormat, e.key.substr(0, 16).c_str(), tools::short_kernel_name(e.kernel).c_str(),
-                e.dtype.c_str(), n(e.head_dim).c_str(), e.mask.c_str(),
-                (n(e.tile.block_m) + "x" + n(e.tile.block_n)).c_str(), n(e.tile.warps).c_str(),
-                n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
-                (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
-                n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
-                format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str(),
-                notes(e).c_str());
+    std::printf(
+        kLsFormat, e.key.substr(0, 16).c_str(), tools::short_kernel_name(e.kernel).c_str(), e.dtype.c_str(),
+        n(e.head_dim).c_str(), e.mask.c_str(), (n(e.tile.block_m) + "x" + n(e.tile.block_n)).c_str(),
+        n(e.tile.warps).c_str(), n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
+        (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
+        n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
+        format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str(), notes(e).c_str());
   }
   if (o.spills || o.serialized)
     std::printf("%zu %s entries, %s, in %s\n", entries.size(), o.spills ? "spilling" : "wgmma serialized",
@@ -91,26 +90,39 @@ void print_flat(const json& j, const std::string& prefix) {
     return;
   }
   std::printf("%-28s %s\n", (prefix + ":").c_str(),
-              j.is_string() ? j.get<std::string>().c_str() : j.dump().c_str());
+              j.is_string() ? j.get<std::string>().c_str() : flashrtc::json_text(j).c_str());
 }
 
+// What `cache show` prints of an entry's compile log: real logs are a few KB; a damaged or planted one may be
+// hundreds of MB, of which the head says enough (`cache ptx` and the file itself have the rest).
+constexpr std::size_t kShownLogBytes = 64 << 10;
+
+struct ShownLog {
+  std::string text;
+  std::uint64_t not_shown_bytes = 0;
+};
+
 // A bad entry's log may be missing or oversized: say so and still show the rest.
-std::string entry_log(const CacheEntry& e) {
+ShownLog entry_log(const CacheEntry& e) {
   try {
-    return read_cache_entry_file(e.log_path);
+    const CacheFileHead head = read_cache_entry_file_head(e.log_path, kShownLogBytes);
+    return {head.text, head.not_shown_bytes()};
   } catch (const Error& error) {
-    return "(cannot be read: " + error.message() + ")";
+    return {"(cannot be read: " + error.message() + ")", 0};
   }
 }
 
-// {"entry": the `ls --json` row, "meta": meta.json as stored (null when it does not parse), "log"}.
+// {"entry": the `ls --json` row, "meta": meta.json as stored (null when it does not parse), "log" (its first
+// kShownLogBytes), "log_truncated_bytes" (how many more the file holds)}.
 int execute_show_json(const CacheEntry& e) {
   Json meta = nullptr;
   try {
     meta = Json::parse(e.meta_json);
   } catch (const json::exception&) {
   }
-  print_json_document(Json{{"entry", e}, {"meta", meta}, {"log", entry_log(e)}});
+  const ShownLog log = entry_log(e);
+  print_json_document(
+      Json{{"entry", e}, {"meta", meta}, {"log", log.text}, {"log_truncated_bytes", log.not_shown_bytes}});
   return kExitOk;
 }
 
@@ -126,7 +138,10 @@ int execute_show(const CacheOptions& o) {
   }
   std::printf("%-28s %s\n", "size:", format_bytes(double(e.size_bytes)).c_str());
   std::printf("%-28s %s\n", "last used:", format_time(e.last_used_unix).c_str());
-  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), entry_log(e).c_str());
+  const ShownLog log = entry_log(e);
+  std::printf("compile log (%s):\n%s\n", e.log_path.string().c_str(), log.text.c_str());
+  if (log.not_shown_bytes)
+    std::printf("... %llu bytes not shown\n", static_cast<unsigned long long>(log.not_shown_bytes));
   return kExitOk;
 }
 
@@ -214,11 +229,14 @@ Command add_cache_command(CLI::App& parent) {
       ->excludes(spills);
   ls->add_flag("--json", o->json_output,
                "one JSON document: an array of the entries, every field (key, arch, kernel, specialization, "
-               "registers, spills, wgmma_serialized, smem_bytes, compile_ms, size_bytes, last_used, bad, "
-               "problem, ...)");
-  CLI::App* show = app->add_subcommand("show", "every meta.json field of an entry, and its compile log");
+               "registers, spills, wgmma_serialized, dynamic_smem_bytes, compile_ms, entry_dir, size_bytes, "
+               "last_used, bad, problem, ...)");
+  CLI::App* show =
+      app->add_subcommand("show", "every meta.json field of an entry, and its compile log (the first " +
+                                      std::to_string(kShownLogBytes >> 10) + " KiB)");
   show->add_flag("--json", o->json_output,
-                 "one JSON document {entry (as in ls --json), meta (meta.json as stored), log}");
+                 "one JSON document {entry (as in ls --json), meta (meta.json as stored), log (its first " +
+                     std::to_string(kShownLogBytes >> 10) + " KiB), log_truncated_bytes}");
   CLI::App* ptx = app->add_subcommand("ptx", "the PTX of an entry");
   CLI::App* sass = app->add_subcommand("sass", "the SASS of an entry (through cuobjdump or nvdisasm)");
   for (CLI::App* keyed : {show, ptx, sass})

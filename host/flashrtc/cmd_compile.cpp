@@ -102,10 +102,14 @@ std::string failed_row_text(const std::string& counter, const KernelSpec& spec) 
   return line;
 }
 
-// The compiled kernel and the dynamic shared memory its launch asks for.
+// The compiled kernel as `cache ls --json` lists its entry, and where this process got it ("from").
 Json kernel_json(const KernelSpec& spec, const CompiledKernelInfo& info) {
-  Json kernel = info;
-  kernel["dynamic_smem_bytes"] = family_of(spec).smem_bytes(spec);
+  const KernelFamily& family = family_of(spec);
+  Json specialization = spec;
+  specialization.erase("family");  // the entry's "kernel"
+  Json kernel =
+      json_detail::kernel_entry<Json>(info, family.name, std::move(specialization), family.smem_bytes(spec));
+  kernel["from"] = to_string(info.source);
   return kernel;
 }
 

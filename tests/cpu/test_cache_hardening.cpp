@@ -1,7 +1,8 @@
 // What the disk cache promises under hostile conditions (docs/RELIABILITY.md): a read-only or uncreatable
 // cache directory runs from memory with one warning; entries cannot lie (one digest over every file and
 // field); reads are bounded (a link to /dev/zero, a FIFO, a 10,000-deep meta.json, invalid UTF-8); the
-// NVRTC build is part of the key; maintenance leaves no lock files and reports what it cannot remove.
+// NVRTC build is part of the key; maintenance leaves no lock files and reports what it cannot remove; links
+// planted below the cache directory are never followed, and sizes are compared before files are read.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,8 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -529,4 +532,176 @@ TEST_CASE("file lock: a lock file removed by its holder is never locked twice") 
   for (auto& t : threads) t.join();
   CHECK(most_inside.load() == 1);
   CHECK_FALSE(fs::exists(path));
+}
+
+// ---- links and sizes from a hostile cache directory -------------------------------------------------------
+
+namespace {
+
+// A directory outside the cache, with files at two depths: what a link planted in the cache names.
+struct Victim {
+  fs::path dir;
+  explicit Victim(const fs::path& at) : dir(at) {
+    fs::create_directories(dir / "important" / "inner");
+    for (const fs::path& file : files()) test::write_text(file, "keep");
+  }
+  std::vector<fs::path> files() const {
+    return {dir / "file", dir / "important" / "file", dir / "important" / "inner" / "file"};
+  }
+  bool intact() const {
+    for (const fs::path& file : files())
+      if (!fs::exists(file) || test::read_text(file) != "keep") return false;
+    return true;
+  }
+};
+
+bool link_exists(const fs::path& path) {
+  std::error_code error;
+  return fs::symlink_status(path, error).type() == fs::file_type::symlink;
+}
+
+// Bytes this process has read through read() and the like (Linux's /proc/self/io), if it says.
+std::optional<std::uint64_t> bytes_read_so_far() {
+  std::ifstream io("/proc/self/io");
+  std::string name;
+  std::uint64_t value = 0;
+  while (io >> name >> value)
+    if (name == "rchar:") return value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "links: verify, prune and clear remove a link where the cache has a directory, never what it names") {
+  const std::string version = cache_root().filename().string();
+  const std::string key(32, 'c');
+  for (const std::string place : {version, version + "/sm_80", version + "/sm_80/" + key})
+    for (const std::string operation : {"verify", "prune", "clear"}) {
+      INFO(place << " " << operation);
+      test::TempDir dir("flashrtc-links");
+      const fs::path cache = dir.path() / "cache";
+      const Victim victim(dir.path() / "victim");
+      fs::create_directories((cache / place).parent_path());
+      fs::create_directory_symlink(victim.dir, cache / place);
+      test::ConfigOverride config(test::config_with_cache_dir(cache));
+      // Listing walks no link: a link in an entry's place is a bad entry, one above it shows nothing.
+      const std::vector<CacheEntry> listed = list_cache_entries();
+      if (place.size() > version.size() + 6) {
+        REQUIRE(listed.size() == 1);
+        CHECK(listed[0].problem.find("is a symbolic link") != std::string::npos);
+      } else {
+        CHECK(listed.empty());
+      }
+      CacheCleanup result;
+      if (operation == "verify") result = verify_cache();
+      if (operation == "prune") result = prune_cache(std::nullopt, std::uint64_t{0});
+      if (operation == "clear") result = clear_cache();
+      CHECK(victim.intact());
+      CHECK(result.not_removed.empty());
+      if (operation != "prune") {
+        CHECK_FALSE(link_exists(cache / place));  // the link goes, as a link
+        REQUIRE(result.removed.size() == 1);
+        CHECK(result.removed[0].key == fs::path(place).filename().string());
+      }
+      if (operation == "verify") CHECK(result.removed[0].reason.find("symbolic link") != std::string::npos);
+    }
+}
+
+TEST_CASE("links: a load reads no entry through a linked entry or arch directory, a store writes none") {
+  test::TempDir dir("flashrtc-linked-load");
+  test::ConfigOverride config(test::config_with_cache_dir(dir.path() / "cache"));
+  const detail::CompileRequest request = unique_request();
+  const fs::path entry = detail::get_artifact(request)->entry_dir;
+  const detail::DiskCache disk(cache_root());
+  REQUIRE(disk.load(request.inputs).has_value());
+
+  // A sound entry moved out and linked back in is not the cache's own: refused, and verify drops the link.
+  const fs::path moved = dir.path() / "moved-entry";
+  fs::rename(entry, moved);
+  fs::create_directory_symlink(moved, entry);
+  std::string problem;
+  CHECK_FALSE(disk.load(request.inputs, &problem).has_value());
+  CHECK(problem.find("is a symbolic link") != std::string::npos);
+  CHECK(detail::cache_entry_problem(entry) == problem);
+  CHECK(verify_cache().removed.size() == 1);
+  CHECK_FALSE(link_exists(entry));
+  CHECK(fs::exists(moved / "meta.json"));
+
+  // The same for the arch directory: no load through it, and a store there is an error, not a write.
+  const fs::path arch_dir = entry.parent_path(), moved_arch = dir.path() / "moved-arch";
+  fs::rename(arch_dir, moved_arch);
+  fs::rename(moved, moved_arch / entry.filename());
+  fs::create_directory_symlink(moved_arch, arch_dir);
+  CHECK_FALSE(disk.load(request.inputs, &problem).has_value());
+  CHECK(problem.find("is a symbolic link") != std::string::npos);
+  detail::KernelArtifact other = *detail::get_artifact(request);
+  other.inputs = unique_request().inputs;
+  other.key = other.inputs.key();
+  const Error refused = test::expect_error([&] { disk.store(other); });
+  CHECK(refused.code() == ErrorCode::kCacheIo);
+  CHECK(refused.message().find("is a symbolic link") != std::string::npos);
+  const Error lock_refused = test::expect_error([&] { detail::DiskCache::KeyLock lock(disk, other.inputs); });
+  CHECK(lock_refused.code() == ErrorCode::kCacheIo);
+  CHECK_FALSE(fs::exists(moved_arch / other.key));
+  CHECK_FALSE(fs::exists(moved_arch / (other.key + ".lock")));
+  std::size_t in_moved_arch = 0;
+  for (const auto& item : fs::directory_iterator(moved_arch))
+    in_moved_arch += item.path().filename() != entry.filename();
+  CHECK(in_moved_arch == 0);  // no temporary either
+}
+
+TEST_CASE("lock files: a link where a lock file should be is an error for a compile and removed by verify") {
+  test::TempDir dir("flashrtc-lock-link");
+  test::ConfigOverride config(test::config_with_cache_dir(dir.path() / "cache"));
+  const fs::path target = dir.path() / "outside" / "target";
+  fs::create_directories(target.parent_path());
+  const detail::CompileRequest request = unique_request();
+  const fs::path entry = detail::DiskCache(cache_root()).entry_dir(request.inputs);
+  const fs::path lock_path = detail::entry_lock_path(entry);
+  fs::create_directories(entry.parent_path());
+  fs::create_symlink(target, lock_path);
+
+  const Error refused = test::expect_error([&] { detail::FileLock lock(lock_path); });
+  CHECK(refused.code() == ErrorCode::kCacheIo);
+  CHECK(refused.message().find("symbolic link") != std::string::npos);
+  CHECK_FALSE(fs::exists(target));
+
+  // As a cache that cannot be written: the kernel is compiled into memory, with one warning saying why.
+  test::LogCapture log;
+  CacheSource how = CacheSource::kMemory;
+  const auto artifact = detail::get_artifact(request, &how);
+  CHECK(how == CacheSource::kCompiled);
+  CHECK(artifact->entry_dir.empty());
+  const auto warnings = log.warnings();
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("symbolic link") != std::string::npos);
+  CHECK_FALSE(fs::exists(target));
+
+  const CacheCleanup verified = verify_cache();
+  REQUIRE(verified.removed.size() == 1);
+  CHECK(verified.removed[0].key == lock_path.filename().string());
+  CHECK(verified.removed[0].reason.find("lock file") != std::string::npos);
+  CHECK_FALSE(link_exists(lock_path));
+  CHECK_FALSE(fs::exists(target));
+}
+
+TEST_CASE("entries: a file of another size than meta.json records is refused before it is read") {
+  test::TempDir dir("flashrtc-size-first");
+  test::ConfigOverride config(test::config_with_cache_dir(dir.path()));
+  const fs::path entry = detail::get_artifact(unique_request())->entry_dir;
+  // Sparse, under the file limit: reading it costs 200 MB of read(), comparing its size nothing.
+  fs::resize_file(entry / "kernel.ptx", std::uint64_t{200} << 20);
+  const auto before = bytes_read_so_far();
+  if (!before) {
+    MESSAGE("skipped: /proc/self/io does not say how much this process read");
+    return;
+  }
+  CHECK(detail::cache_entry_problem(entry).find("kernel.ptx has the wrong size") != std::string::npos);
+  const std::vector<CacheEntry> listed = list_cache_entries();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].problem.find("kernel.ptx has the wrong size") != std::string::npos);
+  const std::uint64_t read = *bytes_read_so_far() - *before;
+  CHECK(read < (std::uint64_t{16} << 20));
+  CHECK(verify_cache().removed.size() == 1);
 }

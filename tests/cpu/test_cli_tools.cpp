@@ -221,7 +221,7 @@ TEST_CASE("flashrtc cache ls --json, show, ptx, verify on real NVRTC outputs, a 
     CHECK(row.at("spills") == spilling);
     CHECK((row.at("spill_store_bytes").get<int>() > 0) == spilling);
     CHECK(row.at("stack_frame_bytes") == e.resources.stack_frame_bytes);
-    CHECK(row.at("smem_bytes").get<std::size_t>() ==
+    CHECK(row.at("dynamic_smem_bytes").get<std::size_t>() ==
           forward_smem_bytes(spilling ? DType::kFloat32 : DType::kFloat16, spilling ? 128 : 64,
                              {e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages}));
     CHECK(row.at("compile_ms").get<double>() > 0);
@@ -279,7 +279,9 @@ TEST_CASE("flashrtc config names the default row a mask restriction chose") {
                    0) == 0);
 }
 
-TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them apart") {
+TEST_CASE(
+    "the Hopper forward's grid is part of the kernel: config names it, compile and cache ls tell them "
+    "apart") {
   Sandbox box("flashrtc-cli-persistent");
   const auto kernel_line = [&](const std::string& seqlen) {
     const Result r = box.run({"config", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
@@ -291,14 +293,14 @@ TEST_CASE("the Hopper forward's grid is part of the kernel: config names it, com
   const std::string mask = "flashrtc::kernel::Mask::kCausalTopLeft, ";
   CHECK(kernel_line("1024") == prefix + "128, 128, 12, 2, " + mask + "true>");
   CHECK(kernel_line("8192") == prefix + "192, 96, 16, 3, " + mask + "true>");
-  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
-                      "1024", "--arch", "sm_90a"});
+  Result r = box.run({"config", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal",
+                      "--seqlen", "1024", "--arch", "sm_90a"});
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out).at("specialization").at("persistent") == true);
 
   for (const char* seqlen : {"1024", "8192"}) {
-    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen", seqlen,
-                 "--arch", "sm_90a"});
+    r = box.run({"compile", "--json", "--dtype", "bf16", "--head-dim", "96", "--mask", "causal", "--seqlen",
+                 seqlen, "--arch", "sm_90a"});
     REQUIRE(r.exit_code == 0);
     const json doc = json::parse(r.out);
     CHECK(doc.at("specialization").at("persistent") == true);
@@ -920,6 +922,101 @@ TEST_CASE("--json: info, config, compile, cache show print one document with the
   CHECK(doc.at("log").get<std::string>().find("ptxas") != std::string::npos);
 }
 
+TEST_CASE("--json: compile, compile --all, cache ls and cache show give one entry the same fields") {
+  Sandbox box("flashrtc-cli-one-schema");
+  Result r = box.run({"compile", "--json", "--dtype", "fp16", "--head-dim", "64", "--arch", "sm_80"});
+  REQUIRE(r.exit_code == 0);
+  const json compiled = json::parse(r.out);
+  json kernel = compiled.at("kernel");
+  CHECK(kernel.at("from") == "compiled");
+  kernel.erase("from");  // how this process got it: no field of the entry
+  json specialization = compiled.at("specialization");
+  CHECK(kernel.at("kernel") == specialization.at("family"));
+  specialization.erase("family");
+  CHECK(kernel.at("specialization") == specialization);
+
+  // A backward kernel whose template takes no block_n, stages or mask, warmed here; compile --all finds it
+  // on disk and may compile nothing else.
+  const std::vector<KernelSpec> specs = warm_specs("sm_80");
+  const auto rows_spec = std::find_if(specs.begin(), specs.end(), [](const KernelSpec& s) {
+    return s.family && !s.family->takes(TemplateArg::kBlockN) && !s.family->takes(TemplateArg::kMask);
+  });
+  REQUIRE(rows_spec != specs.end());
+  {
+    test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+    compile_kernel(*rows_spec, "sm_80");
+  }
+  r = box.run({"compile", "--all", "--json", "--arch", "sm_80", "-j", "2"},
+              {{"FLASHRTC_REQUIRE_CACHED", "1"}});
+  json backward;
+  for (const json& line : json_lines(r.out))
+    if (line.contains("kernel") && line.at("specialization").at("family") == rows_spec->family->name)
+      backward = line;
+  REQUIRE(backward.is_object());
+  INFO(backward.dump());
+  for (const char* ignored : {"block_n", "stages", "mask"})
+    CHECK_FALSE(backward.at("specialization").contains(ignored));
+  json backward_kernel = backward.at("kernel");
+  CHECK(backward_kernel.at("from") == "disk");
+  backward_kernel.erase("from");
+  json backward_specialization = backward.at("specialization");
+  backward_specialization.erase("family");
+  CHECK(backward_kernel.at("specialization") == backward_specialization);
+
+  const json listed = json::parse(box.run({"cache", "ls", "--json"}).out);
+  REQUIRE(listed.size() == 2);
+  for (const json& printed : {kernel, backward_kernel}) {
+    const std::string key = printed.at("key");
+    INFO(key);
+    const auto row =
+        std::find_if(listed.begin(), listed.end(), [&](const json& e) { return e.at("key") == key; });
+    REQUIRE(row != listed.end());
+    // Every field compile prints, the listing prints alike; cache show prints the listing's row.
+    for (const auto& [name, value] : printed.items()) {
+      INFO(name);
+      REQUIRE(row->contains(name));
+      CHECK(row->at(name) == value);
+    }
+    r = box.run({"cache", "show", "--json", key});
+    REQUIRE(r.exit_code == 0);
+    CHECK(json::parse(r.out).at("entry") == *row);
+  }
+}
+
+TEST_CASE("cache show: of a compile log of megabytes, the head and how many bytes were left out") {
+  Sandbox box("flashrtc-cli-show-log");
+  REQUIRE(box.run({"compile", "--dtype", "fp32", "--head-dim", "32", "--arch", "sm_80"}).exit_code == 0);
+  test::ConfigOverride same_cache(test::config_with_cache_dir(box.tuning.dir() / "cache"));
+  const std::vector<CacheEntry> entries = list_cache_entries();
+  REQUIRE(entries.size() == 1);
+  const std::size_t log_bytes = std::size_t{8} << 20;
+  std::string log;
+  while (log.size() < log_bytes) log += "ptxas info    : a line of a planted log\n";
+  log.resize(log_bytes);
+  test::write_text(entries[0].log_path, log);
+  const std::size_t bounded = std::size_t{512} << 10;
+
+  Result r = box.run({"cache", "show", entries[0].key});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.size() < bounded);
+  const std::string note = line_of(r.out, "... ");
+  REQUIRE_FALSE(note.empty());
+  const std::size_t not_shown = std::stoull(note.substr(4));
+  CHECK(note == "... " + std::to_string(not_shown) + " bytes not shown");
+  const std::size_t at = r.out.find("compile log (");
+  REQUIRE(at != std::string::npos);
+  const std::size_t shown_from = r.out.find('\n', at) + 1, shown_to = r.out.rfind("\n... ");
+  CHECK(shown_to - shown_from + not_shown == log_bytes);
+
+  r = box.run({"cache", "show", "--json", entries[0].key});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.size() < bounded);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("log_truncated_bytes").get<std::size_t>() == not_shown);
+  CHECK(doc.at("log").get<std::string>().size() + not_shown == log_bytes);
+  CHECK(log.rfind(doc.at("log").get<std::string>(), 0) == 0);
+}
+
 TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing command a JSON error document") {
   Sandbox box("flashrtc-cli-json-lines");
   // Under FLASHRTC_REQUIRE_CACHED every compile of an empty cache is refused: one row each, fast.
@@ -935,7 +1032,10 @@ TEST_CASE("--json: compile --all gives JSON lines and a summary; a failing comma
     CHECK(lines[i].at("total") == specs.size());
     CHECK(lines[i].at("specialization").at("dtype") == std::string(to_string(specs[i].dtype)));
     CHECK(lines[i].at("specialization").at("head_dim") == specs[i].head_dim);
-    CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    if (family_of(specs[i]).takes(TemplateArg::kMask))
+      CHECK(lines[i].at("specialization").at("mask") == std::string(to_string(specs[i].mask)));
+    else
+      CHECK_FALSE(lines[i].at("specialization").contains("mask"));  // a value the kernel ignores
     CHECK(lines[i].at("specialization").at("block_m") == specs[i].tile.block_m);
     CHECK(lines[i].at("error").at("kind") == "CompileDisallowed");
     CHECK_FALSE(lines[i].contains("kernel"));

@@ -12,8 +12,10 @@ namespace flashrtc {
 
 struct BoundedRead {
   std::string content;
-  bool missing = false;  // no such file (problem says so too)
-  std::string problem;   // empty when content is the whole file; else why not, e.g. "is not a regular file"
+  std::uint64_t file_bytes = 0;  // the file's size when it was opened (content may hold less: a head read)
+  bool missing = false;          // no such file (problem says so too)
+  std::string problem;  // empty when content is the whole file (or its head); else why not, e.g. "is not a
+                        // regular file"
   bool ok() const { return problem.empty(); }
 };
 

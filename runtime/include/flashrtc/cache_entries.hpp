@@ -57,6 +57,18 @@ FLASHRTC_API CacheEntry find_cache_entry(std::string_view key_prefix);
 /// the file and what is wrong with it.
 FLASHRTC_API std::string read_cache_entry_file(const std::filesystem::path& file);
 
+/// The first bytes of one file of an entry, for showing a log or PTX of any size.
+struct CacheFileHead {
+  std::string text;               ///< at most the bytes asked for, cut where a UTF-8 character starts
+  std::uint64_t total_bytes = 0;  ///< the whole file's size
+  std::uint64_t not_shown_bytes() const { return total_bytes - text.size(); }
+};
+
+/// Reads the first max_bytes of file as read_cache_entry_file reads it (only a regular file, not through a
+/// symbolic link), whatever its size, never more. Throws Error(kCacheIo) naming the file and what is wrong.
+FLASHRTC_API CacheFileHead read_cache_entry_file_head(const std::filesystem::path& file,
+                                                      std::size_t max_bytes);
+
 struct RemovedEntry {
   std::string key, arch;
   std::string reason;  ///< why it goes
@@ -76,7 +88,9 @@ struct CacheCleanup {
 /// Re-reads every entry as a load would (list_cache_entries' problem), and removes the entries that fail
 /// (and temporaries older than an hour, which a crash left behind, and lock files of absent entries).
 /// Entries are removed under their key's lock, so a concurrent compile of the same key is not disturbed;
-/// the lock file goes with the entry. Never throws for I/O: what it cannot remove is in not_removed.
+/// the lock file goes with the entry. A symbolic link where the cache has a directory or a lock file is bad
+/// too and goes as a link: nothing outside the cache directory is ever followed, removed or created. Never
+/// throws for I/O: what it cannot remove is in not_removed.
 FLASHRTC_API CacheCleanup verify_cache();
 
 /// Removes entries unused for longer than older_than_seconds, then the least recently used ones until the

@@ -1,11 +1,17 @@
 #include "cache/cache_entry_layout.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "flashrtc/error.hpp"
 #include "support/atomic_file.hpp"
+#include "support/beneath.hpp"
 #include "support/bounded_read.hpp"
 #include "support/hashing.hpp"
 #include "support/json_checked.hpp"
@@ -115,6 +121,11 @@ constexpr EntryFile kEntryFiles[] = {{kCubinFile, "cubin_bytes", &KernelArtifact
 
 }  // namespace
 
+EntryPath split_entry_path(const fs::path& entry_dir) {
+  const fs::path arch_dir = entry_dir.parent_path(), root = arch_dir.parent_path();
+  return {root.parent_path(), root.filename() / arch_dir.filename() / entry_dir.filename()};
+}
+
 EntryRead read_entry(const fs::path& dir) {
   EntryRead read;
   const std::string key = dir.filename().string();
@@ -124,7 +135,13 @@ EntryRead read_entry(const fs::path& dir) {
     read.artifact.reset();
     return std::move(read);
   };
-  BoundedRead meta_file = read_file_bounded(dir / kMetaFile, kMaxMetaBytes);
+  const EntryPath where = split_entry_path(dir);
+  OpenedDir opened = open_directory_beneath(where.cache_dir, where.below, false);
+  if (!opened.ok()) {
+    read.absent = opened.missing;
+    return bad(opened.problem);
+  }
+  BoundedRead meta_file = read_file_bounded_at(opened.fd.get(), kMetaFile, kMaxMetaBytes);
   read.absent = meta_file.missing;
   if (!meta_file.ok()) return bad(std::string(kMetaFile) + " " + meta_file.problem);
   json meta;
@@ -169,8 +186,9 @@ EntryRead read_entry(const fs::path& dir) {
   }
   for (std::size_t i = 0; i < std::size(kEntryFiles); ++i) {
     const EntryFile& file = kEntryFiles[i];
-    BoundedRead content = read_file_bounded(dir / file.name, kMaxEntryFileBytes);
+    BoundedRead content = read_file_bounded_at(opened.fd.get(), file.name, kMaxEntryFileBytes, sizes[i]);
     if (!content.ok()) return bad(std::string(file.name) + " " + content.problem);
+    // It may have changed since fstat: the size read is the one that counts.
     if (content.content.size() != sizes[i])
       return bad(std::string(file.name) + " has the wrong size (truncated?)");
     artifact.*file.content = std::move(content.content);
@@ -185,16 +203,15 @@ EntryRead read_entry(const fs::path& dir) {
 }
 
 void write_entry(const fs::path& dir, const KernelArtifact& artifact) {
+  const EntryPath where = split_entry_path(dir);
   const fs::path arch_dir = dir.parent_path();
-  std::error_code error;
-  fs::create_directories(arch_dir, error);
-  if (error)
-    throw Error(ErrorCode::kCacheIo, "cannot create directory " + arch_dir.string() + ": " + error.message());
+  OpenedDir arch = open_directory_beneath(where.cache_dir, where.below.parent_path(), true);
+  if (!arch.ok()) throw Error(ErrorCode::kCacheIo, "cannot store " + dir.string() + ": " + arch.problem);
   // Dot-prefixed temporaries are never read as entries; a crash leaves one behind, harmlessly.
-  const fs::path tmp = arch_dir / (".tmp-" + artifact.key + "-" + unique_temp_suffix());
-  fs::create_directory(tmp, error);
-  if (error)
-    throw Error(ErrorCode::kCacheIo, "cannot create directory " + tmp.string() + ": " + error.message());
+  const std::string tmp_name = ".tmp-" + artifact.key + "-" + unique_temp_suffix();
+  const fs::path tmp = arch_dir / tmp_name;
+  if (::mkdirat(arch.fd.get(), tmp_name.c_str(), 0755) != 0)
+    throw Error(ErrorCode::kCacheIo, "cannot create directory " + tmp.string() + ": " + std::strerror(errno));
   try {
     json meta = {{"format_version", kCacheFormatVersion},
                  {"key", artifact.key},
@@ -210,13 +227,15 @@ void write_entry(const fs::path& dir, const KernelArtifact& artifact) {
       meta[file.size_field] = (artifact.*file.content).size();
     }
     write_whole_file(tmp / kMetaFile, meta.dump(2) + "\n");  // last: an entry without it is no entry
-    if (fs::exists(dir, error)) fs::remove_all(dir, error);  // invalid, or it would not be rewritten
-    fs::rename(tmp, dir, error);
-    if (error)
+    remove_beneath(where.cache_dir, where.below);            // invalid, or it would not be rewritten
+    if (::renameat(arch.fd.get(), tmp_name.c_str(), arch.fd.get(), dir.filename().c_str()) != 0)
       throw Error(ErrorCode::kCacheIo,
-                  "cannot rename " + tmp.string() + " to " + dir.string() + ": " + error.message());
+                  "cannot rename " + tmp.string() + " to " + dir.string() + ": " + std::strerror(errno));
   } catch (...) {
-    fs::remove_all(tmp, error);
+    try {
+      remove_beneath(where.cache_dir, where.below.parent_path() / tmp_name);
+    } catch (const Error&) {
+    }
     throw;
   }
 }

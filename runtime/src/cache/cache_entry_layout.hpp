@@ -34,11 +34,22 @@ struct EntryRead {
   std::int64_t created_unix = 0;
 };
 
-// Reads and checks the entry at dir (<root>/<arch>/<key>). Never throws.
+// An entry's path split where trust ends: the configured cache directory (followed as given: a user may
+// link it anywhere) and "v<format>/<arch>/<key>" below it, which anyone who can write the cache may have
+// replaced with links, so its components are opened without following any (support/beneath.hpp).
+struct EntryPath {
+  std::filesystem::path cache_dir, below;
+};
+EntryPath split_entry_path(const std::filesystem::path& entry_dir);
+
+// Reads and checks the entry at dir (<root>/<arch>/<key>), never through a link: a linked entry, arch or
+// version directory is a bad entry. A file whose size is not the recorded one is refused unread. Never
+// throws.
 EntryRead read_entry(const std::filesystem::path& dir);
 
 // Writes artifact as the entry at dir, atomically: readers see the old entry, none, or the new one complete.
-// Replaces whatever is at dir. Throws Error(kCacheIo) naming the file and errno's text.
+// Replaces whatever is at dir (a link itself, not what it names); creates no directory through a link.
+// Throws Error(kCacheIo) naming the file and errno's text.
 void write_entry(const std::filesystem::path& dir, const KernelArtifact& artifact);
 
 }  // namespace flashrtc::detail

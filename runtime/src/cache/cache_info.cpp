@@ -40,8 +40,10 @@ std::size_t cache_entry_count() {
   namespace fs = std::filesystem;
   std::size_t count = 0;
   std::error_code error;
+  // A linked entry directory is no entry (cache_entry_dirs lists it for maintenance).
   for (const fs::path& dir : detail::cache_entry_dirs(cache_root()))
-    count += fs::exists(dir / detail::kMetaFile, error);
+    count += fs::symlink_status(dir, error).type() == fs::file_type::directory &&
+             fs::symlink_status(dir / detail::kMetaFile, error).type() == fs::file_type::regular;
   return count;
 }
 

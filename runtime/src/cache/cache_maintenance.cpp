@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cache/cache_entry_layout.hpp"
 #include "cache/cache_scan.hpp"
 #include "cache/disk_cache.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/error.hpp"
+#include "support/beneath.hpp"
 #include "support/json_checked.hpp"
 
 namespace flashrtc {
@@ -42,14 +44,25 @@ void file_under(CacheCleanup& result, RemovedEntry entry, const std::string& err
   (error.empty() ? result.removed : result.not_removed).push_back(std::move(entry));
 }
 
+// Removes path, found under root, without following a link on the way or at its end (a link goes, not what
+// it names): a writable cache is no licence to remove anything outside it. Returns why not, or "".
+std::string remove_below(const fs::path& root, const fs::path& path) {
+  const fs::path base = root.parent_path();
+  try {
+    detail::remove_beneath(base, path.lexically_relative(base));
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return {};
+}
+
 // Under the key's lock, so that a process compiling this key waits for the removal and then stores its own;
 // the lock file goes too. Returns why it could not be removed, or "".
-std::string remove_entry(const fs::path& dir) {
+std::string remove_entry(const fs::path& root, const fs::path& dir) {
   try {
-    detail::FileLock lock(detail::entry_lock_path(dir));
-    std::error_code error;
-    fs::remove_all(dir, error);
-    if (error) return "cannot remove " + dir.string() + ": " + error.message();
+    detail::FileLock lock = detail::lock_entry_file(dir);
+    const std::string error = remove_below(root, dir);
+    if (!error.empty()) return error;
     lock.remove_file();
   } catch (const Error& e) {
     return e.message();
@@ -57,10 +70,24 @@ std::string remove_entry(const fs::path& dir) {
   return {};
 }
 
-std::string remove_directory(const fs::path& dir) {
+bool is_link(const fs::path& path) {
   std::error_code error;
-  fs::remove_all(dir, error);
-  return error ? "cannot remove " + dir.string() + ": " + error.message() : std::string();
+  return fs::symlink_status(path, error).type() == fs::file_type::symlink;
+}
+
+// Links where the cache has a directory or a lock file: each goes as a link, reported as bad.
+void remove_links(CacheCleanup& result, const fs::path& root) {
+  for (const fs::path& link : detail::cache_linked_directories(root))
+    file_under(
+        result,
+        describe(link, "a symbolic link where the cache has a directory (what it names is left alone)"),
+        remove_below(root, link));
+  for (const fs::path& lock_path : detail::cache_lock_files(root))
+    if (is_link(lock_path))
+      file_under(
+          result,
+          describe(lock_path, "a symbolic link where a lock file should be (what it names is left alone)"),
+          remove_below(root, lock_path));
 }
 
 }  // namespace
@@ -68,6 +95,7 @@ std::string remove_directory(const fs::path& dir) {
 CacheCleanup verify_cache() {
   CacheCleanup result;
   const fs::path root = cache_root();
+  remove_links(result, root);
   for (const fs::path& dir : detail::cache_entry_dirs(root)) {
     ++result.entries_checked;
     std::string problem = detail::cache_entry_problem(dir);
@@ -76,7 +104,7 @@ CacheCleanup verify_cache() {
       continue;
     }
     RemovedEntry entry = describe(dir, std::move(problem));
-    const std::string error = remove_entry(dir);
+    const std::string error = remove_entry(root, dir);
     if (!error.empty()) result.bytes_kept += entry.bytes;
     file_under(result, std::move(entry), error);
   }
@@ -84,17 +112,18 @@ CacheCleanup verify_cache() {
   for (const fs::path& dir : detail::cache_temporaries(root))
     if (now - detail::modified_unix(dir) > kTemporaryMaxAgeSeconds) {
       RemovedEntry entry = describe(dir, "temporary left by an interrupted write");
-      file_under(result, std::move(entry), remove_directory(dir));
+      file_under(result, std::move(entry), remove_below(root, dir));
     }
   // A lock file whose entry is absent guards nothing once we hold it (a compile in progress holds it until
   // its entry is in place). Lock files are no entries: one that cannot be removed is not reported.
   for (const fs::path& lock_path : detail::cache_lock_files(root)) {
     const fs::path entry_dir = lock_path.parent_path() / lock_path.stem();
     std::error_code error;
-    if (fs::exists(entry_dir, error)) continue;
+    const auto exists = [&] { return fs::exists(fs::symlink_status(entry_dir, error)); };
+    if (exists()) continue;
     try {
-      detail::FileLock lock(lock_path);
-      if (!fs::exists(entry_dir, error)) lock.remove_file();
+      detail::FileLock lock = detail::lock_entry_file(entry_dir);
+      if (!exists()) lock.remove_file();
     } catch (const Error&) {
     }
   }
@@ -104,6 +133,7 @@ CacheCleanup verify_cache() {
 CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds,
                          std::optional<std::uint64_t> max_bytes) {
   CacheCleanup result;
+  const fs::path root = cache_root();
   std::vector<CacheEntry> entries = list_cache_entries();
   result.entries_checked = entries.size();
   // Least recently used first.
@@ -119,7 +149,7 @@ CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds,
     else if (max_bytes && total > *max_bytes)
       reason = "least recently used while the cache exceeds " + std::to_string(*max_bytes) + " bytes";
     if (reason.empty()) continue;
-    const std::string error = remove_entry(e.dir);
+    const std::string error = remove_entry(root, e.dir);
     if (error.empty()) total -= e.size_bytes;
     file_under(result, {e.key, e.arch, std::move(reason), e.size_bytes, {}}, error);
   }
@@ -130,17 +160,18 @@ CacheCleanup prune_cache(std::optional<std::int64_t> older_than_seconds,
 CacheCleanup clear_cache() {
   CacheCleanup result;
   const fs::path root = cache_root();
+  remove_links(result, root);
   for (const fs::path& dir : detail::cache_entry_dirs(root)) {
     ++result.entries_checked;
     RemovedEntry entry = describe(dir, "clear");
-    const std::string error = remove_entry(dir);
+    const std::string error = remove_entry(root, dir);
     if (!error.empty()) result.bytes_kept += entry.bytes;
     file_under(result, std::move(entry), error);
   }
   // Lock files and temporaries too: the format-version directory goes as a whole.
   if (result.not_removed.empty()) {
     const std::uint64_t bytes = detail::directory_bytes(root);
-    const std::string error = remove_directory(root);
+    const std::string error = remove_below(root, root);
     if (!error.empty()) result.not_removed.push_back({root.filename().string(), "", "clear", bytes, error});
   }
   return result;

@@ -47,7 +47,7 @@ fs::path DiskCache::store(const KernelArtifact& artifact) const {
 }
 
 DiskCache::KeyLock::KeyLock(const DiskCache& cache, const KeyInputs& inputs)
-    : lock_(entry_lock_path(cache.entry_dir(inputs))) {}
+    : lock_(lock_entry_file(cache.entry_dir(inputs))) {}
 
 void warn_unusable_entry(const fs::path& entry_dir, const std::string& problem) {
   log().warn("cache entry {} is unusable ({}): recompiling", entry_dir.string(), problem);
@@ -57,9 +57,15 @@ fs::path entry_lock_path(const fs::path& entry_dir) {
   return entry_dir.string() + ".lock";
 }
 
+FileLock lock_entry_file(const fs::path& entry_dir) {
+  const EntryPath where = split_entry_path(entry_dir);
+  return FileLock(where.cache_dir, where.below.parent_path() / entry_lock_path(entry_dir).filename());
+}
+
 void touch_entry(const fs::path& entry_dir) {
   // utimensat with null times sets "now" and needs only write permission, not ownership.
-  if (::utimensat(AT_FDCWD, (entry_dir / kMetaFile).c_str(), nullptr, 0) != 0)
+  // AT_SYMLINK_NOFOLLOW: a meta.json that was a link would not have loaded, but may be one by now.
+  if (::utimensat(AT_FDCWD, (entry_dir / kMetaFile).c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0)
     log().debug("cannot mark {} as used: {}", entry_dir.string(), std::strerror(errno));
 }
 

@@ -25,7 +25,8 @@ class DiskCache {
   std::filesystem::path store(const KernelArtifact& artifact) const;
 
   // Holds an exclusive advisory lock (flock) on the key's lock file while alive. Throws Error(kCacheIo)
-  // when the lock file cannot be created (a read-only or missing cache directory), naming errno's text.
+  // when the lock file cannot be created (a read-only or missing cache directory, a symbolic link where
+  // the lock file or one of its directories should be), naming what is wrong.
   class KeyLock {
    public:
     KeyLock(const DiskCache& cache, const KeyInputs& inputs);
@@ -41,6 +42,11 @@ class DiskCache {
 // The lock file of the entry at entry_dir (a sibling: "<key>.lock"), which compiles and cache maintenance
 // take.
 std::filesystem::path entry_lock_path(const std::filesystem::path& entry_dir);
+
+// Takes the lock of the entry at entry_dir (<cache_dir>/v<format>/<arch>/<key>): its lock file and the
+// directories above it up to the cache directory are never symbolic links (split_entry_path). Throws
+// Error(kCacheIo) as FileLock does, naming a link where a directory or the lock file should be.
+FileLock lock_entry_file(const std::filesystem::path& entry_dir);
 
 // Marks the entry at entry_dir as used now (meta.json's modification time), for `cache ls` and `prune`.
 // Best effort: a read-only cache stays as it is.

@@ -21,13 +21,36 @@ namespace json_detail {
 template <class Json>
 using IfJson = nlohmann::detail::enable_if_t<nlohmann::detail::is_basic_json<Json>::value, int>;
 
-/// A specialization: {"dtype", "head_dim", "mask", "block_m", "block_n", "warps", "stages"}.
+/// A specialization: {"dtype", "head_dim"} and those of "block_m", "block_n", "warps", "stages", "mask",
+/// "persistent" that family's kernel takes as template arguments (all but "persistent" when family is
+/// unknown, e.g. a bad cache entry's): what selects the kernel, never a value it ignores.
 template <class Json>
-Json specialization(const std::string& dtype, int head_dim, const std::string& mask, const TileConfig& tile) {
-  Json j = tile;
-  j["dtype"] = dtype;
-  j["head_dim"] = head_dim;
-  j["mask"] = mask;
+Json specialization(const KernelFamily* family, const std::string& dtype, int head_dim,
+                    const std::string& mask, const TileConfig& tile, bool persistent) {
+  const auto takes = [&](TemplateArg arg) {
+    return family ? family->takes(arg) : arg != TemplateArg::kPersistent;
+  };
+  Json j{{"dtype", dtype}, {"head_dim", head_dim}};
+  if (takes(TemplateArg::kBlockM)) j["block_m"] = tile.block_m;
+  if (takes(TemplateArg::kBlockN)) j["block_n"] = tile.block_n;
+  if (takes(TemplateArg::kWarps)) j["warps"] = tile.warps;
+  if (takes(TemplateArg::kStages)) j["stages"] = tile.stages;
+  if (takes(TemplateArg::kMask)) j["mask"] = mask;
+  if (takes(TemplateArg::kPersistent)) j["persistent"] = persistent;
+  return j;
+}
+
+/// One compiled kernel as every command shows it (compile --json's "kernel", cache ls --json's rows,
+/// cache show --json's "entry"): the CompiledKernelInfo fields but "from", "kernel" (the family's name),
+/// "specialization" and "dynamic_smem_bytes" (what its launch asks for).
+template <class Json>
+Json kernel_entry(const CompiledKernelInfo& k, const std::string& family, Json specialization,
+                  std::size_t dynamic_smem_bytes) {
+  Json j = k;
+  j.erase("from");  // how this process got it, not what it is
+  j["kernel"] = family;
+  j["specialization"] = std::move(specialization);
+  j["dynamic_smem_bytes"] = dynamic_smem_bytes;
   return j;
 }
 }  // namespace json_detail
@@ -57,15 +80,14 @@ void to_json(Json& j, const ResourceReport& r) {
            {"wgmma_serialized_reason", r.wgmma_serialized_reason}};
 }
 
-/// A forward specialization: {"dtype", "head_dim", "mask", tile fields, "family"}, and "persistent" for a
-/// family whose kernel takes it.
+/// A kernel's specialization (json_detail::specialization) with its "family".
 template <class Json, json_detail::IfJson<Json> = 0>
 void to_json(Json& j, const KernelSpec& s) {
-  j = json_detail::specialization<Json>(std::string(to_string(s.dtype)), s.head_dim,
-                                        std::string(to_string(s.mask)), s.tile);
-  const KernelFamily& family = s.family ? *s.family : portable_family(Operation::kForward, s.dtype, s.head_dim);
+  const KernelFamily& family =
+      s.family ? *s.family : portable_family(Operation::kForward, s.dtype, s.head_dim);
+  j = json_detail::specialization<Json>(&family, std::string(to_string(s.dtype)), s.head_dim,
+                                        std::string(to_string(s.mask)), s.tile, s.persistent);
   j["family"] = family.name;
-  if (family.takes(TemplateArg::kPersistent)) j["persistent"] = s.persistent;
 }
 
 /// {"key", "name_expression", "lowered_name", "arch", resource fields, "compile_ms", "from", "entry_dir"}:
@@ -82,27 +104,28 @@ void to_json(Json& j, const CompiledKernelInfo& k) {
   j["entry_dir"] = k.entry_dir.empty() ? Json(nullptr) : Json(k.entry_dir.string());
 }
 
-/// One cache entry: `cache ls --json`'s row. "bad" and "problem" for an entry a load would reject.
+/// One cache entry: `cache ls --json`'s row, json_detail::kernel_entry's fields and "nvrtc_build", "bad",
+/// "size_bytes", "created_unix", "last_used_unix", "last_used", and "problem" for an entry a load would
+/// reject.
 template <class Json, json_detail::IfJson<Json> = 0>
 void to_json(Json& j, const CacheEntry& e) {
-  j = Json{{"key", e.key},
-           {"arch", e.arch},
-           {"kernel", e.kernel},
-           {"specialization",
-            json_detail::specialization<Json>(e.dtype, e.head_dim, e.mask,
-                                              {e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages})},
-           {"name_expression", e.name_expression},
-           {"lowered_name", e.lowered_name},
-           {"nvrtc_build", e.nvrtc_build},
-           {"bad", !e.problem.empty()}};
-  j.update(Json(e.resources));
-  j["smem_bytes"] = e.smem_bytes;
-  j["compile_ms"] = e.compile_ms;
+  bool persistent = false;
+  for (const auto& [name, value] : e.kernel_fields)
+    if (name == "persistent") persistent = value == "true";
+  const CompiledKernelInfo info{e.key,       e.name_expression, e.lowered_name,     e.arch,
+                                e.resources, e.compile_ms,      CacheSource::kDisk, e.dir};
+  j = json_detail::kernel_entry<Json>(
+      info, e.kernel,
+      json_detail::specialization<Json>(find_kernel_family(e.kernel), e.dtype, e.head_dim, e.mask,
+                                        {e.tile.block_m, e.tile.block_n, e.tile.warps, e.tile.stages},
+                                        persistent),
+      e.smem_bytes);
+  j["nvrtc_build"] = e.nvrtc_build;
+  j["bad"] = !e.problem.empty();
   j["size_bytes"] = e.size_bytes;
   j["created_unix"] = e.created_unix;
   j["last_used_unix"] = e.last_used_unix;
   j["last_used"] = tools::format_time(e.last_used_unix);
-  j["dir"] = e.dir.string();
   if (!e.problem.empty()) j["problem"] = e.problem;
 }
 
