@@ -51,16 +51,21 @@ std::string not_removed_line(const RemovedEntry& r) {
   return "cannot remove " + name + " (" + r.reason + "): " + r.error;
 }
 
-int print_entry_sass(const CacheEntry& e) {
+int print_entry_sass(const CacheEntry& e, const std::vector<std::string>& search_dirs) {
   std::fflush(stdout);
-  if (const auto cuobjdump = find_tool("cuobjdump"))
+  if (const auto cuobjdump = find_tool("cuobjdump", search_dirs))
     return run_tool(*cuobjdump, {"-sass", e.cubin_path.string()});
-  if (const auto nvdisasm = find_tool("nvdisasm")) return run_tool(*nvdisasm, {"-c", e.cubin_path.string()});
+  if (const auto nvdisasm = find_tool("nvdisasm", search_dirs))
+    return run_tool(*nvdisasm, {"-c", e.cubin_path.string()});
   throw MissingTool(
-      "SASS needs cuobjdump or nvdisasm, the CUDA toolkit's binary utilities; neither is on PATH or in "
-      "/usr/local/cuda/bin. Install them, e.g. `apt-get install cuda-cuobjdump-13-0 cuda-nvdisasm-13-0` from "
-      "NVIDIA's CUDA repository (match your toolkit's version) or `apt-get install nvidia-cuda-toolkit` on "
-      "Debian. The cubin is " +
+      "SASS needs cuobjdump or nvdisasm, the CUDA toolkit's binary utilities; neither is on PATH, in "
+      "$CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin or " +
+      pip_tools_bin_dir() +
+      ". Get them from PyPI (NVIDIA's wheels, about 5 MB): `make deps` in the flashrtc "
+      "checkout, or `pip install --target " +
+      pip_tools_dir() +
+      " nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`; or from NVIDIA's CUDA repository, `apt-get install "
+      "cuda-cuobjdump-13-0 cuda-nvdisasm-13-0`. The cubin is " +
       e.cubin_path.string());
 }
 

@@ -12,16 +12,37 @@ extern char** environ;
 
 namespace flashrtc::tools {
 
-std::optional<std::string> find_tool(const std::string& name) {
+namespace {
+
+void add_absolute(std::vector<std::string>& dirs, const std::string& dir) {
+  if (!dir.empty() && dir.front() == '/') dirs.push_back(dir);
+}
+
+}  // namespace
+
+std::string pip_tools_dir() {
+  return FLASHRTC_TOOLS_DIR;
+}
+
+// Where NVIDIA's wheels for CUDA 13 put their programs.
+std::string pip_tools_bin_dir() {
+  return pip_tools_dir() + "/nvidia/cu13/bin";
+}
+
+std::vector<std::string> tool_search_dirs() {
   std::vector<std::string> dirs;
   if (const char* path = std::getenv("PATH")) {
     std::istringstream parts(path);
-    for (std::string dir; std::getline(parts, dir, ':');)
-      if (!dir.empty()) dirs.push_back(dir);
+    for (std::string dir; std::getline(parts, dir, ':');) add_absolute(dirs, dir);
   }
   for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* root = std::getenv(variable)) dirs.push_back(std::string(root) + "/bin");
+    if (const char* root = std::getenv(variable)) add_absolute(dirs, std::string(root) + "/bin");
   dirs.push_back("/usr/local/cuda/bin");
+  add_absolute(dirs, pip_tools_bin_dir());
+  return dirs;
+}
+
+std::optional<std::string> find_tool(const std::string& name, const std::vector<std::string>& dirs) {
   for (const std::string& dir : dirs) {
     const std::string candidate = dir + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;

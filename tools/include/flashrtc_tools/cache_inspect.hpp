@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "flashrtc/cache_entries.hpp"
+#include "flashrtc_tools/external_tool.hpp"
 
 namespace flashrtc::tools {
 
@@ -26,8 +27,10 @@ std::string not_removed_line(const RemovedEntry& entry);
 /// at X is not writable"), or "" when it removed all it meant to.
 std::string cache_cleanup_failure(const CacheCleanup& result, const std::filesystem::path& root);
 
-/// Prints the SASS of an entry's cubin to stdout through cuobjdump, else nvdisasm. The tool's exit status;
-/// throws MissingTool when neither is installed.
-int print_entry_sass(const CacheEntry& entry);
+/// Prints the SASS of an entry's cubin to stdout through cuobjdump, else nvdisasm, the first found in
+/// search_dirs. The tool's exit status; throws MissingTool, saying how to install them, when neither is
+/// found.
+int print_entry_sass(const CacheEntry& entry,
+                     const std::vector<std::string>& search_dirs = tool_search_dirs());
 
 }  // namespace flashrtc::tools
