@@ -52,9 +52,13 @@ std::vector<BenchPlotPoint> read_bench_points(const std::string& path) {
   // one, and no more than the limit, so /dev/zero or a FIFO is refused at once.
   std::error_code error;
   const std::filesystem::path target = std::filesystem::canonical(path, error);
-  const BoundedRead file =
-      error ? BoundedRead{{}, true, "cannot be read (" + error.message() + ")"}
-            : read_file_bounded(target, kMaxBenchRowsBytes);
+  BoundedRead file;
+  if (error) {
+    file.missing = true;
+    file.problem = "cannot be read (" + error.message() + ")";
+  } else {
+    file = read_file_bounded(target, kMaxBenchRowsBytes);
+  }
   if (!file.ok())
     throw UsageError("--from " + path + ": " + file.problem + "; it must be a regular file of at most " +
                      format_bytes(double(kMaxBenchRowsBytes)) + " of `flashrtc bench --json` rows");
