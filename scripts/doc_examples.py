@@ -47,7 +47,7 @@ _VOLATILE = [
     (re.compile(r"^size: \d+(\.\d+)? (B|KiB|MiB|GiB)"), "size: <size>"),
     (re.compile(r"\d+(\.\d+)? (B|KiB|MiB|GiB)(?=(, in | kept))"), "<size>"),
 ]
-_KEY = re.compile(r"\b[0-9a-f]{32}\b")
+_KEY = re.compile(r"\b[0-9a-f]{32}\b|^[0-9a-f]{16}\b")  # a key, or the 16-digit prefix `cache ls` shows
 _HEX_ARG = re.compile(r"^[0-9a-f]{4,32}$")
 
 

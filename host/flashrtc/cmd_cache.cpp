@@ -24,8 +24,9 @@ struct CacheOptions {
   std::string key, older_than, max_size;
 };
 
+// The kernel column fits the longest family name (bwd-dq-convert).
 constexpr const char* kLsFormat =
-    "%-16s %-6s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s%s\n";
+    "%-16s %-14s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s%s\n";
 
 // What sets an entry apart beyond its columns: a persistent grid (the kernel field "persistent"; an entry
 // without one is the same tile on one block per work tile) and serialized wgmma.
@@ -61,12 +62,15 @@ int execute_ls(const CacheOptions& o) {
     spilling += e.resources.spills() ? 1 : 0;
     serialized += e.resources.wgmma_serialized ? 1 : 0;
     const auto n = [](auto value) { return std::to_string(value); };
+    // A row kernel (the backward's pre-pass and dQ conversion) takes no block_n, stages or mask: "-".
+    const auto given = [&](int value) { return value > 0 ? n(value) : std::string("-"); };
     char compile[32];
     std::snprintf(compile, sizeof(compile), "%.0f ms", e.compile_ms);
     std::printf(
         kLsFormat, e.key.substr(0, 16).c_str(), tools::short_kernel_name(e.kernel).c_str(), e.dtype.c_str(),
-        n(e.head_dim).c_str(), e.mask.c_str(), (n(e.tile.block_m) + "x" + n(e.tile.block_n)).c_str(),
-        n(e.tile.warps).c_str(), n(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
+        n(e.head_dim).c_str(), e.mask.empty() ? "-" : e.mask.c_str(),
+        (n(e.tile.block_m) + (e.tile.block_n > 0 ? "x" + n(e.tile.block_n) : std::string())).c_str(),
+        n(e.tile.warps).c_str(), given(e.tile.stages).c_str(), e.arch.c_str(), n(e.resources.registers).c_str(),
         (n(e.resources.spill_store_bytes) + "/" + n(e.resources.spill_load_bytes)).c_str(),
         n(e.resources.stack_frame_bytes).c_str(), format_bytes(double(e.smem_bytes)).c_str(), compile,
         format_bytes(double(e.size_bytes)).c_str(), format_time(e.last_used_unix).c_str(), notes(e).c_str());
