@@ -148,9 +148,9 @@ def translated(argv: list[str], keys: dict[str, str]) -> list[str]:
     out = []
     for word in argv:
         if _HEX_ARG.match(word):
-            named = [actual for shown, actual in keys.items() if shown.startswith(word)]
+            named = {actual[:len(word)] for shown, actual in keys.items() if shown.startswith(word)}
             if len(named) == 1:
-                word = named[0][:len(word)]
+                word = named.pop()
         out.append(word)
     return out
 
@@ -178,9 +178,9 @@ def rewrite(doc: Path, stale: list[Example], keys: dict[str, str]) -> None:
         command = lines[start - 1]
         for word in argv:
             if _HEX_ARG.match(word) and word in command:
-                named = [actual for shown, actual in keys.items() if shown.startswith(word)]
+                named = {actual[:len(word)] for shown, actual in keys.items() if shown.startswith(word)}
                 if len(named) == 1:
-                    command = command.replace(" " + word, " " + named[0][:len(word)])
+                    command = command.replace(" " + word, " " + named.pop())
         lines[start - 1] = command
     doc.write_text("\n".join(lines), encoding="utf-8")
 

@@ -31,7 +31,7 @@ class Matching(unittest.TestCase):
         now = ["compile:        1201.5 ms", "entry: /c/v3/sm_80/" + "ab" * 16,
                "abababababababab mma  230  1201 ms 332.7 KiB  2026-11-29 02:00"]
         self.assertTrue(doc_examples.matches(shown, now, keys))
-        self.assertEqual(keys, {"2d82bcea4b2cb734328f41f14c0c0a37": "ab" * 16})
+        self.assertEqual(keys, {"2d82bcea4b2cb734328f41f14c0c0a37": "ab" * 16, "2d82bcea4b2cb734": "ab" * 8})
         self.assertEqual(doc_examples.translated(["cache", "show", "2d82"], keys), ["cache", "show", "abab"])
         # Registers are no run-to-run value.
         self.assertFalse(doc_examples.matches(shown[2:], [now[2].replace(" 230 ", " 231 ")], {}))
