@@ -10,27 +10,11 @@ source_dir=$(cd "$2" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/flashrtc-build-tree-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-step() { echo "== $*"; }
-quiet() {  # runs a command, showing its output only when it fails
-  local log=$work/step.log
-  if ! "$@" >"$log" 2>&1; then cat "$log"; echo "FAILED: $*"; exit 1; fi
-}
-expect() {  # expect <text> <file>: the file holds a line with text
-  grep -qF -- "$1" "$2" || { cat "$2"; echo "FAILED: no line with '$1' above"; exit 1; }
-}
-
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
+source "$source_dir/tests/install/consumer_steps.sh"
 
 step "configure and build host/example with flashrtc_DIR=$build_dir"
-quiet cmake -S "$source_dir/host/example" -B "$work/example" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -Dflashrtc_DIR="$build_dir"
-quiet cmake --build "$work/example"
-library=$(ldd "$work/example/app" | awk '/libflashrtc\.so/ {print $3}')
-case $library in
-  "$build_dir"/*) echo "app links $library" ;;
-  *) echo "FAILED: app resolves libflashrtc to '$library', outside $build_dir"; exit 1 ;;
-esac
+build_example -Dflashrtc_DIR="$build_dir"
+expect_library_under "$build_dir"
 
 for pair in sm_90a:wgmma sm_80:mma; do
   arch=${pair%%:*} family=${pair#*:}
@@ -43,9 +27,7 @@ for pair in sm_90a:wgmma sm_80:mma; do
 done
 
 step "a kernel family registered from outside, with CMAKE_PREFIX_PATH=$build_dir"
-quiet cmake -S "$source_dir/tests/install/external_family" -B "$work/external_family" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$build_dir"
-quiet cmake --build "$work/external_family"
+build_external_family -DCMAKE_PREFIX_PATH="$build_dir"
 FLASHRTC_CACHE_DIR=$work/cache-external "$work/external_family/external_family" \
   "$source_dir/tests/cpu/data/toy_copy_v.cuh"
 echo "PASS"

@@ -11,36 +11,21 @@ trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 export FLASHRTC_CACHE_DIR=$work/cache
 
-step() { echo "== $*"; }
-quiet() {  # runs a command, showing its output only when it fails
-  local log=$work/step.log
-  if ! "$@" >"$log" 2>&1; then cat "$log"; echo "FAILED: $*"; exit 1; fi
-}
+source "$source_dir/tests/install/consumer_steps.sh"
 
 step "install into $prefix"
 quiet cmake --install "$build_dir" --prefix "$prefix"
 
 step "configure and build host/example against the installed package"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-quiet cmake -S "$source_dir/host/example" -B "$work/example" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix"
-quiet cmake --build "$work/example"
-
+build_example -DCMAKE_PREFIX_PATH="$prefix"
 # The example must resolve libflashrtc from the prefix, not from the build tree it was installed from.
-library=$(ldd "$work/example/app" | awk '/libflashrtc/ {print $3}')
-case $library in
-  "$prefix"/*) echo "app links $library" ;;
-  *) echo "FAILED: app resolves libflashrtc to '$library', outside $prefix"; exit 1 ;;
-esac
+expect_library_under "$prefix"
 
 step "run the example"
 "$work/example/app"
 
 step "a kernel family registered from outside, built against the installed library alone"
-quiet cmake -S "$source_dir/tests/install/external_family" -B "$work/external_family" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
-quiet cmake --build "$work/external_family"
+build_external_family -DCMAKE_PREFIX_PATH="$prefix"
 "$work/external_family/external_family" "$source_dir/tests/cpu/data/toy_copy_v.cuh"
 
 if [[ -x $prefix/bin/flashrtc ]]; then  # absent when configured with -DFLASHRTC_BUILD_HOST=OFF
