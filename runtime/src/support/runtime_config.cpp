@@ -8,6 +8,7 @@
 
 #include "flashrtc/config.hpp"
 #include "flashrtc/error.hpp"
+#include "support/json_checked.hpp"
 #include "support/log.hpp"
 #include "support/settings_generation.hpp"
 
@@ -29,10 +30,7 @@ std::string lowercase(std::string_view text) {
 
 // The value as the error shows it: an environment value may be anything, of any length.
 std::string shown(std::string_view value) {
-  std::string text(value.substr(0, 40));
-  for (char& c : text)
-    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-  return "'" + text + (value.size() > 40 ? "...'" : "'");
+  return "'" + detail::printable_ascii(value.substr(0, 40)) + (value.size() > 40 ? "...'" : "'");
 }
 
 bool env_flag(const char* name, bool fallback) {
