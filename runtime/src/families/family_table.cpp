@@ -63,6 +63,10 @@ const char* to_string(Operation op) {
     case Operation::kBackwardPrep: return "backward-prep";
     case Operation::kBackwardDq: return "backward-dq";
     case Operation::kBackwardDqConvert: return "backward-dq-convert";
+    case Operation::kDecode: return "decode";
+    case Operation::kDecodeCombine: return "decode-combine";
+    case Operation::kKvAppend: return "kv-append";
+    case Operation::kMergeStates: return "merge-states";
   }
   return "unknown";
 }
