@@ -15,7 +15,7 @@ const char* backward_role(Operation op) {
       return "dq";
     case Operation::kBackwardDqConvert:
       return "dq_convert";
-    case Operation::kForward:
+    default:
       break;
   }
   return "forward";
@@ -31,7 +31,7 @@ const char* backward_label(Operation op) {
       return "dQ pass:";
     case Operation::kBackwardDqConvert:
       return "dQ convert:";
-    case Operation::kForward:
+    default:
       break;
   }
   return "forward:";

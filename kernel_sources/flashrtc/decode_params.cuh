@@ -6,6 +6,9 @@
 namespace flashrtc {
 namespace kernel {
 
+// The most key splits a decode call may use: the combine keeps one weight per split per warp in shared memory.
+constexpr int kMaxDecodeSplits = 256;
+
 // Where a sequence's tokens live in a paged cache. A contiguous cache is the trivial table: one page per
 // sequence (page_shift 31, so every token falls in page 0 of the sequence), page batch_idx[b] or b.
 struct KvPages {

@@ -1,7 +1,8 @@
 #pragma once
-// Thread layout of the backward's row passes (backward_rows.cuh): block_m rows per thread block, one warp per
-// row at a time. They have no key tile and no pipeline: block_n and stages are 1. Compiled by NVRTC and by
-// the host compiler alike.
+// Thread layout of the row kernels (the backward's row passes, the KV append, the decode combine and
+// merge_states): block_m rows per thread block, one warp per row at a time (the append: 16 bytes per thread).
+// They have no key tile and no pipeline: block_n and stages are 1. Compiled by NVRTC and by the host compiler
+// alike.
 
 namespace flashrtc {
 

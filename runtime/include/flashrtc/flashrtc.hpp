@@ -3,6 +3,7 @@
 #include "flashrtc/arch.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/attention_backward.hpp"
+#include "flashrtc/attention_kvcache.hpp"
 #include "flashrtc/attention_params.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/compiled_kernel.hpp"

@@ -17,6 +17,10 @@ const KernelFamily& backward_simt_family();
 const KernelFamily& backward_dq_simt_family();
 const KernelFamily& backward_prep_family();
 const KernelFamily& backward_dq_convert_family();
+const KernelFamily& decode_mma_family();
+const KernelFamily& kv_append_family();
+const KernelFamily& decode_combine_family();
+const KernelFamily& merge_states_family();
 
 // In table order (the order of equal priorities). A new built-in family is one line here.
 inline std::vector<const KernelFamily*> builtin_families() {
@@ -24,7 +28,8 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &backward_wgmma_family(),     &backward_mma_family(),      &backward_dq_wgmma_family(),
           &backward_dq_mma_family(),    &backward_simt_family(),     &backward_dq_simt_family(),
           &backward_prep_family(),
-          &backward_dq_convert_family()};
+          &backward_dq_convert_family(), &decode_mma_family(),         &kv_append_family(),
+          &decode_combine_family(),      &merge_states_family()};
 }
 
 }  // namespace flashrtc::detail

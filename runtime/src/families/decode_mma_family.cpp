@@ -1,0 +1,46 @@
+// Decode attention over a KV cache on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
+// kernel_sources/flashrtc/attention_decode_mma.cuh.
+#include "families/builtin_families.hpp"
+#include "families/decode_launch.hpp"
+#include "families/shape_rules.hpp"
+#include "families/template_args.hpp"
+#include "flashrtc/mma_decode_shape.cuh"
+
+namespace flashrtc::detail {
+
+namespace {
+
+MmaDecodeShape shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
+KernelFamily describe() {
+  KernelFamily f;
+  f.name = "decode-mma";
+  f.operation = Operation::kDecode;
+  f.dtypes = {DType::kFloat16, DType::kBFloat16};
+  f.min_cc = 80;
+  f.priority = 10;
+  f.header = "flashrtc/attention_decode_mma.cuh";
+  f.kernel_template = "flashrtc::attention_decode_mma";
+  f.template_args = attention_template_args();
+  f.tile_axes = {{16, 32, 64}, {32, 64, 128, 256}, {2, 4, 8}, {2, 3, 4}};
+  f.defaults = {
+      {256,
+       {{{16, 64, 4, 3}}},
+       "untimed first choice: 16 packed rows, 4 warps over 64-key tiles, 3 stages",
+       {MaskKind::kNone, MaskKind::kCausalBottomRight}},
+  };
+  use_shape_rules<shape>(f);
+  f.build_launch = build_decode_launch;
+  return f;
+}
+
+}  // namespace
+
+const KernelFamily& decode_mma_family() {
+  static const KernelFamily family = describe();
+  return family;
+}
+
+}  // namespace flashrtc::detail
