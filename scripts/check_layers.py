@@ -31,6 +31,7 @@ PUBLIC_HEADER_LAYERS = {
     "log_writer.hpp": "support",
     "tile.hpp": "support",
     "attention_params.hpp": "support",
+    "kvcache_params.hpp": "support",
     "bounded_read.hpp": "support",
     "compiled_kernel.hpp": "compile",
     "cache_entries.hpp": "cache",
@@ -46,6 +47,7 @@ PUBLIC_HEADER_LAYERS = {
     "config_resolution.hpp": "tuning",
     "attention.hpp": "ops",
     "attention_backward.hpp": "ops",
+    "attention_kvcache.hpp": "ops",
     "c_api.h": "ops",
     "flashrtc.hpp": "ops",
 }

@@ -40,6 +40,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_combine(const kernel::Deco
     T* out = static_cast<T*>(p.o) + batch * p.o_stride_batch + token * p.o_stride_seq + head * p.o_stride_head;
     for (int col = lane * 4; col < kHeadDim; col += 128) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      // Unrolled so that several splits' loads are in flight at once rather than one round trip per split.
+#pragma unroll 8
       for (int s = 0; s < p.num_splits; ++s) {
         const float w = weights[warp][s];
         if (w == 0.f) continue;  // an empty split's output is never read

@@ -15,6 +15,7 @@
 #include "flashrtc/kernel.hpp"
 #include "flashrtc/kernel_family.hpp"
 #include "flashrtc/kernel_launch.hpp"
+#include "flashrtc/kvcache_params.hpp"
 #include "flashrtc/log_writer.hpp"
 #include "flashrtc/tile.hpp"
 #include "flashrtc/tile_config.hpp"

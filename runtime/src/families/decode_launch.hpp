@@ -2,7 +2,7 @@
 // The launches of the KV-cache families (decode_params.cuh): the append, the decode attention and the combine
 // of its splits take a DecodeLaunch (the validated call, its split count and the partials' scratch);
 // merge_states takes its MergeStatesParams.
-#include "flashrtc/attention_kvcache.hpp"
+#include "flashrtc/kvcache_params.hpp"
 #include "flashrtc/kernel_family.hpp"
 
 namespace flashrtc::detail {

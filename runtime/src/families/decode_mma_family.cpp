@@ -27,8 +27,9 @@ KernelFamily describe() {
   f.tile_axes = {{16, 32, 64}, {32, 64, 128, 256}, {2, 4, 8}, {2, 3, 4}};
   f.defaults = {
       {256,
-       {{{16, 64, 4, 3}}},
-       "untimed first choice: 16 packed rows, 4 warps over 64-key tiles, 3 stages",
+       {{{16, 64, 4, 2}}},
+       "bf16 d=128 on an H200, B=1/8/128 with 32/8 heads: 4 warps over 64-key tiles with 2 stages (68 KB, 3 blocks "
+       "per SM) ran 125/86/275 us against 131/95/308 with 3 stages and 115/93/334 with 128-key tiles and 8 warps",
        {MaskKind::kNone, MaskKind::kCausalBottomRight}},
   };
   use_shape_rules<shape>(f);
