@@ -30,7 +30,8 @@ FLASHRTC_API ConfigQuery config_query(const KvCacheParams& params);
 FLASHRTC_API ConfigResolution resolve_config(const KvCacheParams& params);
 
 /// The split count a call uses with the tile it resolves to: params.num_splits when set, else the choice
-/// from shapes and multiprocessors SMs (0: the current device's, 132 without one). Validates params.
+/// from the shapes, multiprocessors SMs (0: the current device's, 132 without one) and the kernel's blocks
+/// per SM (on a device, the driver's occupancy of the loaded kernel: this may compile it). Validates params.
 FLASHRTC_API int kvcache_num_splits(const KvCacheParams& params, int multiprocessors = 0);
 
 /// FLOPs by the forward's convention over the cache's capacity (4 * B * Hq * Nq * capacity * d); the

@@ -92,6 +92,9 @@ struct CallPlan {
   /// The device's SM count where the plan was made for one (0: unknown). Persistent kernels size their grid
   /// by it; with 0 they launch one block per work tile.
   int multiprocessors = 0;
+  /// Blocks of this kernel resident on one SM at once, from the driver's occupancy calculator where the plan
+  /// was made for a device (0: unknown). The decode kernels size their key splits by it.
+  int blocks_per_multiprocessor = 0;
 };
 
 /// A kernel family. Plain data plus a few functions; the runtime reads it, never copies its rules.

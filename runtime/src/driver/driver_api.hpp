@@ -25,7 +25,8 @@ namespace flashrtc::detail {
   X(cuMemsetD8) X(cuStreamCreate) X(cuStreamDestroy)                                                    \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)      \
   X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async) X(cuStreamBeginCapture)             \
-  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)      \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 // clang-format on
 
 struct DriverApi {

@@ -6,7 +6,6 @@
 // merge_states is one row kernel (merge-states).
 #include "flashrtc/attention_kvcache.hpp"
 
-#include "driver/context.hpp"
 #include "driver/launch.hpp"
 #include "driver/stream_scratch.hpp"
 #include "families/decode_launch.hpp"
@@ -66,12 +65,15 @@ int kvcache_num_splits(const KvCacheParams& params, int multiprocessors) {
   validate_kvcache(params);
   if (params.num_splits > 0) return params.num_splits;
   const std::optional<DeviceTarget> device = current_device_target();
-  const DeviceTarget target = device.value_or(no_device_target());
-  if (multiprocessors <= 0)
-    multiprocessors = device ? detail::current_context().multiprocessors : kAssumedMultiprocessors;
+  if (device) {
+    // The plan a call would use, with the driver's occupancy of the loaded kernel.
+    const CallPlan& plan = detail::prepare_call(config_query(params)).plan;
+    return detail::decode_split_count(params, plan, multiprocessors > 0 ? multiprocessors : plan.multiprocessors);
+  }
+  const DeviceTarget target = no_device_target();
   const ConfigQuery query = config_query(params).bucketed();
   const CallPlan plan = detail::make_plan(query, detail::resolve_call(query, target), target);
-  return detail::decode_split_count(params, plan, multiprocessors);
+  return detail::decode_split_count(params, plan, multiprocessors > 0 ? multiprocessors : kAssumedMultiprocessors);
 }
 
 double kvcache_flops(const KvCacheParams& p) {

@@ -118,6 +118,8 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   const std::shared_ptr<const KernelArtifact> artifact = get_artifact(request);
   prepared->function = load_kernel_function(info.context, artifact->key, artifact->cubin, artifact->lowered_name,
                                             static_cast<int>(plan.smem_bytes));
+  FLASHRTC_CU_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor, &prepared->plan.blocks_per_multiprocessor,
+                    prepared->function, plan.threads, plan.smem_bytes);
 
   std::lock_guard<std::mutex> lock(m.mutex);
   // Resolved under older settings or another driver table: good for this call only.

@@ -454,6 +454,17 @@ class FakeDriver {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
   }
+  // One block per SM: the fake runs nothing, and split choices only need a positive count.
+  static CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int threads,
+                                                                   size_t dynamic_smem) {
+    auto fake = enter("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (!fake) return CUDA_ERROR_DEINITIALIZED;
+    if (fake->functions_.find(f) == fake->functions_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (threads <= 0 || dynamic_smem > static_cast<size_t>(fake->spec_.smem_per_block_optin_bytes))
+      return CUDA_ERROR_INVALID_VALUE;
+    *blocks = 1;
+    return CUDA_SUCCESS;
+  }
   static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** args,
                                         void** extra) {
     auto fake = enter("cuLaunchKernelEx");
