@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "flashrtc/arch.hpp"
 #include "flashrtc/decode_params.cuh"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
@@ -136,6 +137,8 @@ void build_decode_combine_launch(const CallPlan& plan, const void* op_params, La
   k.num_rows = blocks_for(rows, 1, "batch * heads_q * seqlen_q");
   k.num_splits = call.num_splits;
   shape.grid[0] = static_cast<unsigned>(blocks_for(rows, plan.spec.tile.block_m, "decode combine"));
+  // Its launch hides behind the decode kernel's last blocks; it waits for their partials itself.
+  shape.overlaps_previous = parse_arch_cc(plan.arch).value_or(0) >= 90;
   shape.block[0] = static_cast<unsigned>(plan.threads);
   shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   args.push(k);
