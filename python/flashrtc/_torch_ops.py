@@ -175,7 +175,9 @@ def refuse_gradients(tensors) -> None:
         raise UnsupportedError(NO_GRADIENTS)
 
 
-@torch.compiler.allow_in_graph
+# Unlike attention() above, Dynamo traces into these two (no allow_in_graph): the graph then holds the operator
+# itself, whose schema carries the cache writes to functionalization; a mistake found here breaks the graph
+# with flashrtc's message in the error, as attention()'s checks before its operator do.
 def attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale,
                            causal, num_splits, return_lse):
     """flashrtc.attention_with_kvcache under torch.compile: the operator, after the checks only Python makes
@@ -196,9 +198,8 @@ def attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch
     return (o, lse) if return_lse else o
 
 
-@torch.compiler.allow_in_graph
 def merge_states(o_a, lse_a, o_b, lse_b):
-    """flashrtc.merge_states under torch.compile or autograd: the operator."""
+    """flashrtc.merge_states under torch.compile: the operator."""
     return torch.ops.flashrtc.merge_states.default(o_a, lse_a, o_b, lse_b)
 
 
