@@ -29,7 +29,7 @@ from ._arguments import CAUSAL_BY_MASK, LAYOUT_TEXT, LAYOUTS, check_flag, check_
 from ._backward import backward_for_operator
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._forward import forward_for_operator
-from ._kvcache import kvcache_for_operator, merge_for_operator
+from ._kvcache import causal_mask, kvcache_for_operator, merge_for_operator
 from ._tensors import not_on_cuda
 
 if not hasattr(torch.library, "register_autograd"):
@@ -187,8 +187,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch
             raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under "
                                        "torch.compile the tensors must be torch tensors")
     refuse_gradients((q, k_cache, v_cache, k, v))
-    if type(causal) is not bool:
-        raise InvalidArgumentError(f"causal={causal!r}: must be True or False")
+    causal_mask(causal)  # refuses what is not a bool, as the plain path does
     scale = scale_of(softmax_scale)
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
