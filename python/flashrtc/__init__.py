@@ -34,6 +34,7 @@ from ._errors import (CacheIoError, CompileDisallowedError, DriverError, Flashrt
 from ._library import library_version, loaded_path
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge_states", "library_version", "loaded_path", "FlashrtcError",
+__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge_states", "library_version",
+           "loaded_path", "FlashrtcError",
            "InvalidArgumentError", "UnsupportedError", "NvrtcError", "DriverError", "CacheIoError", "NoDeviceError",
            "CompileDisallowedError", "InternalError", "LibraryNotFoundError"]

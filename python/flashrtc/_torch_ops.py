@@ -13,9 +13,10 @@ implementations run eagerly, also under torch.compile, so they take PyTorch's cu
 call does. torch.compile traces the operators; an eager call under autograd runs the same formula as an
 autograd.Function with the CUDA implementations called directly (_EagerAttention: a fraction of the host
 cost). The KV-cache operators are for inference: attention_with_kvcache writes k and v into the caches (its
-schema says so, so torch.compile and functionalization order it), and neither has gradients (a backward
-through them raises). The CUDA implementations are _forward's, _backward's and _kvcache's launches; flashrtc.attention (_attention)
-imports this module, and so torch, only for a call that needs it.
+schema says so, so torch.compile and functionalization order it), and neither has gradients (a call that
+autograd would record raises; merge_states' registered backward raises too). The CUDA implementations are
+_forward's, _backward's and _kvcache's launches; flashrtc.attention (_attention) and the KV-cache functions
+(_decode) import this module, and so torch, only for a call that needs it.
 """
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ a FlashAttention build and looks it up on its kernel hub.
 
 A decoding step (a few queries over a longer cache, no gradients) runs flashrtc.attention_with_kvcache on the
 cache's keys and values as transformers holds them (a strided view, no copy); everything else runs
-flashrtc.attention. What it honours: causal decoder attention (queries aligned to the end of the keys, as with a KV cache),
+flashrtc.attention.
+
+What it honours: causal decoder attention (queries aligned to the end of the keys, as with a KV cache),
 bidirectional (encoder) attention, GQA/MQA (no repeat of k and v), the model's softmax scaling. What it
 refuses, with NotImplementedError naming the reason, instead of computing something else: padding masks
 (a 2D attention_mask with any masked position; pad-free batches pass), 4D custom masks, sliding windows and
