@@ -5,6 +5,7 @@ it without graph breaks:
     flashrtc::attention_backward(dout, q, k, v, o, lse, mask, scale, layout, deterministic) -> (dq, dk, dv)
     flashrtc::attention_with_kvcache(q, k_cache!, v_cache!, k?, v?, cache_seqlens?, cache_batch_idx?,
                                      block_table?, softmax_scale, causal, num_splits) -> (o, lse)
+    flashrtc::attention_over_kvcache(q, k_cache, v_cache, cache_seqlens?, ...) -> (o, lse)   (no append)
     flashrtc::merge_states(o_a, lse_a, o_b, lse_b) -> (o, lse)
 
 Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
@@ -120,7 +121,21 @@ _LIBRARY.define("attention_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!)
                 "bool causal, SymInt num_splits) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
 _LIBRARY.define("merge_states(Tensor o_a, Tensor lse_a, Tensor o_b, Tensor lse_b) -> (Tensor, Tensor)",
                 tags=(torch.Tag.pt2_compliant_tag,))
+# The same call without an append, whose schema writes nothing: functionalization would otherwise treat the
+# caches as written by every read-only step (transformers' decoding) and may copy them whole.
+_LIBRARY.define("attention_over_kvcache(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? cache_seqlens, "
+                "Tensor? cache_batch_idx, Tensor? block_table, float? softmax_scale, bool causal, SymInt num_splits) "
+                "-> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
 _LIBRARY.impl("attention_with_kvcache", kvcache_for_operator, "CUDA")
+
+
+def _kvcache_read_kernel(q, k_cache, v_cache, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+                         num_splits):
+    return kvcache_for_operator(q, k_cache, v_cache, None, None, cache_seqlens, cache_batch_idx, block_table,
+                                softmax_scale, causal, num_splits)
+
+
+_LIBRARY.impl("attention_over_kvcache", _kvcache_read_kernel, "CUDA")
 _LIBRARY.impl("merge_states", merge_for_operator, "CUDA")
 
 NO_GRADIENTS = ("flashrtc's attention_with_kvcache and merge_states are for inference and have no backward: "
@@ -149,6 +164,12 @@ def merge_outputs(o_a: Tensor) -> Tuple[Tensor, Tensor]:
 @torch.library.register_fake("flashrtc::attention_with_kvcache", lib=_LIBRARY)
 def _kvcache_fake(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
                   num_splits):
+    return kvcache_outputs(q)
+
+
+@torch.library.register_fake("flashrtc::attention_over_kvcache", lib=_LIBRARY)
+def _kvcache_read_fake(q, k_cache, v_cache, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+                       num_splits):
     return kvcache_outputs(q)
 
 
@@ -189,12 +210,19 @@ def attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch
                                        "torch.compile the tensors must be torch tensors")
     refuse_gradients((q, k_cache, v_cache, k, v))
     causal_mask(causal)  # refuses what is not a bool, as the plain path does
+    if (k is None) != (v is None):
+        raise InvalidArgumentError("k and v: give both (appended together) or neither")
     scale = scale_of(softmax_scale)
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
-    o, lse = torch.ops.flashrtc.attention_with_kvcache.default(q, k_cache, v_cache, k, v, cache_seqlens,
-                                                               cache_batch_idx, block_table, scale, causal,
-                                                               num_splits)
+    if k is None and v is None:
+        o, lse = torch.ops.flashrtc.attention_over_kvcache.default(q, k_cache, v_cache, cache_seqlens,
+                                                                   cache_batch_idx, block_table, scale, causal,
+                                                                   num_splits)
+    else:
+        o, lse = torch.ops.flashrtc.attention_with_kvcache.default(q, k_cache, v_cache, k, v, cache_seqlens,
+                                                                   cache_batch_idx, block_table, scale, causal,
+                                                                   num_splits)
     return (o, lse) if return_lse else o
 
 

@@ -245,7 +245,8 @@ class TorchMode(unittest.TestCase):
 
 @unittest.skipUnless(torch is not None, "torch is not installed")
 class Operators(unittest.TestCase):
-    """The torch.library operators: the cache mutation in the schema, the fake implementations' outputs
+    """The torch.library operators: the cache mutation in the schema (the append's operator only), the fake
+    implementations' outputs
     (what torch.compile and CUDA-graph capture plan with), and the refusal of gradients."""
 
     @classmethod
@@ -257,8 +258,9 @@ class Operators(unittest.TestCase):
         schema = torch.ops.flashrtc.attention_with_kvcache.default._schema
         written = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
         self.assertEqual(written, ["k_cache", "v_cache"])
-        merge = torch.ops.flashrtc.merge_states.default._schema
-        self.assertFalse(any(a.alias_info is not None and a.alias_info.is_write for a in merge.arguments))
+        for read_only in (torch.ops.flashrtc.attention_over_kvcache, torch.ops.flashrtc.merge_states):
+            arguments = read_only.default._schema.arguments
+            self.assertFalse(any(a.alias_info is not None and a.alias_info.is_write for a in arguments))
 
     def test_fake_implementations(self):
         with FakeTensorMode():
@@ -270,6 +272,9 @@ class Operators(unittest.TestCase):
                                                                        None, table, None, True, 0)
             self.assertEqual((tuple(o.shape), o.dtype, o.is_contiguous()), ((3, 2, 8, 64), torch.bfloat16, True))
             self.assertEqual((tuple(lse.shape), lse.dtype), ((3, 8, 2), torch.float32))
+            o, lse = torch.ops.flashrtc.attention_over_kvcache.default(q, kc, kc.clone(), seqlens, None, table,
+                                                                       0.5, False, 2)
+            self.assertEqual((tuple(o.shape), tuple(lse.shape)), ((3, 2, 8, 64), (3, 8, 2)))
             o_a = torch.empty((2, 5, 4, 32), dtype=torch.float16, device="cuda")
             lse_a = torch.empty((2, 4, 5), dtype=torch.float32, device="cuda")
             o, lse = torch.ops.flashrtc.merge_states.default(o_a, lse_a, o_a, lse_a)

@@ -204,6 +204,16 @@ class KvCache(unittest.TestCase):
         self.assertTrue(torch.equal(kc.float(), want[2]), "the compiled call appends into k_cache")
         self.assertFalse(torch.equal(kc, kc_eager))
 
+        def read(q, kc, vc, lens):  # no append: the operator that writes nothing
+            return flashrtc.attention_with_kvcache(q, kc, vc, cache_seqlens=lens, causal=True)
+
+        kc_before = kc.clone()
+        o = torch.compile(read, fullgraph=True)(q, kc, vc, lens)
+        torch.cuda.synchronize()
+        want = reference(q, kc, vc, None, None, lens, causal=True)
+        self.check(torch.bfloat16, (o, want[1]), want[:2], "torch.compile without an append")
+        self.assertTrue(torch.equal(kc, kc_before))
+
     def test_cuda_graph_replays_with_new_seqlens(self):
         g = self.g
         batch, hq, hkv, d, capacity = 3, 8, 2, 128, 256
