@@ -3,7 +3,7 @@ float32 over each sequence's keys gathered by hand: contiguous and paged caches 
 block table), the append of new keys and values (the caches' bytes checked), ragged cache_seqlens including
 0, causal with Nq = 3, GQA, cache_batch_idx, an int cache_seqlens; merge_states against attention over the
 union of two key sets; torch.compile(fullgraph=True) of a function calling attention_with_kvcache; a CUDA
-graph captured once and replayed with other cache_seqlens values.
+graph captured once and replayed with other cache_seqlens values; torch.library.opcheck of the operators.
 
 Run: python3 python/tests/test_kvcache_gpu.py (with FLASHRTC_LIBRARY set, or the library found otherwise).
 Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
@@ -241,6 +241,21 @@ class KvCache(unittest.TestCase):
             torch.cuda.synchronize()
             self.check(torch.float16, (o, lse), want[:2], f"graph replay, cache_seqlens {values}")
             self.assertTrue(torch.equal(kc.float(), want[2]), f"graph replay {values}: k_cache")
+
+    def test_opcheck(self):
+        """torch.library.opcheck: the schemas' write declarations hold (the append writes only the caches, a
+        read writes nothing), the fakes match the real outputs, and the operators trace under AOT dispatch."""
+        g = self.g
+        q = randn(2, 2, 8, 64, dtype=torch.float16, generator=g)
+        kc, vc = (randn(2, 32, 2, 64, dtype=torch.float16, generator=g) for _ in range(2))
+        k, v = (randn(2, 2, 2, 64, dtype=torch.float16, generator=g) for _ in range(2))
+        lens = torch.tensor([4, 30], dtype=torch.int32, device="cuda")
+        torch.library.opcheck(torch.ops.flashrtc.attention_with_kvcache.default,
+                              (q, kc, vc, k, v, lens, None, None, None, True, 0))
+        torch.library.opcheck(torch.ops.flashrtc.attention_over_kvcache.default,
+                              (q, kc, vc, lens, None, None, 0.3, False, 2))
+        o, lse = flashrtc.attention_with_kvcache(q, kc, vc, return_softmax_lse=True)
+        torch.library.opcheck(torch.ops.flashrtc.merge_states.default, (o, lse, o.clone(), lse.clone()))
 
     def test_bad_input_on_real_tensors(self):
         q = randn(1, 1, 4, 64, dtype=torch.float16, generator=self.g)
