@@ -272,6 +272,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_mma(const kernel
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the pipeline's buffers: they take the merge
+#if __CUDA_ARCH__ >= 900
+  // The combine may be scheduled now; it waits for this grid's writes before reading them.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   // Each warp's unnormalized O, row max and row sum, then the key groups of each row merged.
   float* merge = reinterpret_cast<float*>(smem_raw);

@@ -17,6 +17,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_combine(const kernel::Deco
   constexpr int kCols = kShape.head_dim_padded();
   extern __shared__ __align__(16) float sums[];  // [kWarps][kCols]
   __shared__ float weights[kernel::kMaxDecodeSplits];
+#if __CUDA_ARCH__ >= 900
+  // Launched to overlap the decode kernel (programmatic dependent launch): its partials are complete and
+  // visible past this point.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int first = blockIdx.x * kBlockM;

@@ -23,6 +23,10 @@ struct LaunchShape {
   int work_buffer_arg = -1;
   std::size_t work_bytes = sizeof(unsigned);
   std::size_t work_zeroed_bytes = sizeof(unsigned);
+  /// Programmatic dependent launch (sm_90 and newer): the kernel may be scheduled while the previous kernel on
+  /// the stream finishes, and waits for that kernel's results itself (griddepcontrol.wait) before reading
+  /// them, so the launch's latency hides behind the previous kernel's tail.
+  bool overlaps_previous = false;
 };
 
 /// Kernel parameters by value (the driver copies them at launch), in a fixed buffer so a launch allocates

@@ -37,11 +37,20 @@ std::string dims_text(const unsigned (&dims)[3]) {
 }  // namespace
 
 void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void** args) {
-  CUlaunchAttribute cluster;
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = shape.cluster[0];
-  cluster.value.clusterDim.y = shape.cluster[1];
-  cluster.value.clusterDim.z = shape.cluster[2];
+  CUlaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (shape.cluster[0] != 1 || shape.cluster[1] != 1 || shape.cluster[2] != 1) {
+    CUlaunchAttribute& cluster = attributes[count++];
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = shape.cluster[0];
+    cluster.value.clusterDim.y = shape.cluster[1];
+    cluster.value.clusterDim.z = shape.cluster[2];
+  }
+  if (shape.overlaps_previous) {
+    CUlaunchAttribute& overlap = attributes[count++];
+    overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    overlap.value.programmaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig config;
   config.gridDimX = shape.grid[0];
   config.gridDimY = shape.grid[1];
@@ -51,8 +60,8 @@ void launch_kernel(CUfunction f, const LaunchShape& shape, CUstream stream, void
   config.blockDimZ = shape.block[2];
   config.sharedMemBytes = shape.dynamic_smem_bytes;
   config.hStream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = shape.cluster[0] != 1 || shape.cluster[1] != 1 || shape.cluster[2] != 1 ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   const CUresult status = driver().cuLaunchKernelEx(&config, f, args, nullptr);
   if (status != CUDA_SUCCESS) throw_launch_failure(status, shape);
 }

@@ -17,8 +17,8 @@ struct DecodeLaunch {
 // The split count of a call of params on a decode kernel of plan's tile with multiprocessors SMs: shapes only
 // (the cache's capacity, never its device-side lengths), so a captured graph replays for any lengths.
 // params.num_splits when set. Where the (sequence, KV head, row block) blocks alone leave a fifth of the
-// resident slots (SMs x blocks per SM) idle, the count whose waves fill them best, keeping at least two key
-// tiles per split.
+// resident slots (SMs x blocks per SM) idle: the most splits that fit one wave when that fills 85% of the
+// slots, else the fewest whose waves are 85% as full as the best, keeping at least two key tiles per split.
 int decode_split_count(const KvCacheParams& params, const CallPlan& plan, int multiprocessors);
 
 // One block per (split, row block, KV head, sequence), split fastest (decode_block.cuh).
