@@ -143,7 +143,7 @@ Command add_config_command(CLI::App& parent) {
       "split count kvcache_num_splits gives it");
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
-  app->add_option("--seqlen", o->seqlen, "query sequence length (required but with --op decode)")
+  app->add_option("--seqlen", o->seqlen, "query sequence length (required, except with --op decode)")
       ->check(count_validator());
   app->add_option("--kv-seqlen", o->kv_seqlen, "key/value sequence length (default: --seqlen)")
       ->check(count_validator());

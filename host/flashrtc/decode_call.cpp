@@ -67,7 +67,7 @@ std::string describe(const DecodeShape& s) {
 }
 
 void DecodeOptions::add_to(CLI::App& app, bool lists) {
-  const std::string each = lists ? ", comma-separated" : "";
+  const std::string each = lists ? " (a comma-separated list)" : "";
   const auto list_or_one = [&](const char* name, std::vector<std::int64_t>& values, const std::string& help) {
     CLI::Option* option = app.add_option(name, values, help + each)->check(count_validator());
     if (lists)
@@ -79,13 +79,12 @@ void DecodeOptions::add_to(CLI::App& app, bool lists) {
   added.push_back(list_or_one("--batch", batches, "with --op decode: sequences")->capture_default_str());
   added.push_back(list_or_one("--seqlen-kv", seqlens_kv,
                               "with --op decode (required): tokens in each sequence's cache, all attended"));
-  added.push_back(
-      app.add_option("--page-size", page_sizes,
-                     "with --op decode: tokens per page of a paged cache (a power of two), its block "
-                     "table shuffled; 0: a contiguous cache" +
-                         each)
-          ->capture_default_str()
-          ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 30)));
+  added.push_back(app.add_option("--page-size", page_sizes,
+                                 "with --op decode: tokens per page of a paged cache (a power of two; bench "
+                                 "shuffles its block table); 0: a contiguous cache" +
+                                     each)
+                      ->capture_default_str()
+                      ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 30)));
   if (lists)
     added.back()->delimiter(',');
   else
