@@ -630,6 +630,7 @@ def measure_decode(a):
                 else:
                     timed_row(row, call)
                 del k_cache, v_cache, table
+                call = None  # its defaults hold the paged copy
             except Exception as e:  # a binding without attention_with_kvcache, a refused shape
                 row.update(error=type(e).__name__ + ": " + (str(e).splitlines() or [""])[0][:160])
                 point_rows.append(row)
