@@ -6,6 +6,7 @@ torch.library operator under autograd and torch.compile.
     import flashrtc
     o = flashrtc.attention(q, k, v, causal=True)               # q, k, v: [B, H, N, d], like SDPA
     o, lse = flashrtc.attention(q, k, v, return_lse=True)
+    o = flashrtc.attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens, causal=True)  # decode
     flashrtc.attention(q, k, v, is_causal=True).sum().backward()   # q.grad, k.grad, v.grad
 """
 # The modules, each importing only modules above it (python/tests/test_imports_cpu.py checks it):
@@ -20,16 +21,20 @@ torch.library operator under autograd and torch.compile.
 #   _signatures   the forward's and the backward's prepared structs per torch signature
 #   _forward      one flashrtc_attention_forward call: prepare() and launch()
 #   _backward     attention_backward: one flashrtc_attention_backward call
+#   _kvcache      one flashrtc_attention_with_kvcache or flashrtc_merge_states call: prepare and launch
 #   _torch_ops    the torch.library operators and eager autograd (imports torch: loaded at first need)
 #   _attention    flashrtc.attention: a plain launch, or autograd's or torch.compile's operator
+#   _decode       flashrtc.attention_with_kvcache and merge_states: a plain launch, or torch.compile's operator
 #   transformers  flashrtc as a Hugging Face transformers attention implementation
 from ._attention import attention
 from ._backward import attention_backward
+from ._decode import attention_with_kvcache, merge_states
 from ._errors import (CacheIoError, CompileDisallowedError, DriverError, FlashrtcError, InternalError,
                       InvalidArgumentError, LibraryNotFoundError, NoDeviceError, NvrtcError, UnsupportedError)
 from ._library import library_version, loaded_path
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_backward", "library_version", "loaded_path", "FlashrtcError",
+__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge_states", "library_version",
+           "loaded_path", "FlashrtcError",
            "InvalidArgumentError", "UnsupportedError", "NvrtcError", "DriverError", "CacheIoError", "NoDeviceError",
            "CompileDisallowedError", "InternalError", "LibraryNotFoundError"]

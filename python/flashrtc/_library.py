@@ -56,6 +56,34 @@ class BackwardParams(ctypes.Structure):
                 ("stream", ctypes.c_void_p)]
 
 
+class KvCacheParams(ctypes.Structure):
+    """flashrtc_kvcache_params (attention over a KV cache), grown like ForwardParams."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("heads_q", ctypes.c_int64),
+                ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", Tensor), ("k_cache", Tensor), ("v_cache", Tensor),
+                ("num_pages", ctypes.c_int64), ("page_size", ctypes.c_int64),
+                ("block_table", ctypes.c_void_p), ("block_table_stride", ctypes.c_int64),
+                ("max_pages_per_seq", ctypes.c_int64),
+                ("cache_seqlens", ctypes.c_void_p), ("cache_batch_idx", ctypes.c_void_p),
+                ("k_new", Tensor), ("v_new", Tensor), ("seqlen_new", ctypes.c_int64),
+                ("o", Tensor), ("lse", ctypes.c_void_p),
+                ("softmax_scale", ctypes.c_float), ("has_softmax_scale", ctypes.c_int32),
+                ("mask", ctypes.c_int32), ("num_splits", ctypes.c_int32),
+                ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
+                ("stages", ctypes.c_int32),
+                ("stream", ctypes.c_void_p)]
+
+
+class MergeStatesParams(ctypes.Structure):
+    """flashrtc_merge_states_params, grown like ForwardParams."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("seqlen", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64),
+                ("o_a", Tensor), ("o_b", Tensor), ("lse_a", ctypes.c_void_p), ("lse_b", ctypes.c_void_p),
+                ("o", Tensor), ("lse", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+
+
 # flashrtc_dtype and flashrtc_mask.
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT = 0, 1, 2
@@ -101,6 +129,19 @@ class Library:
                                            [backward_params, ctypes.c_uint32])
             self._backward_defaults = BackwardParams()
             backward_init(self._backward_defaults, ctypes.sizeof(BackwardParams))
+        # The KV-cache entry points are optional too (a library built before them serves the rest).
+        self.kvcache = self.merge_states = None
+        self._optional_defaults = {}
+        for struct, init, run, attribute in (
+                (KvCacheParams, "flashrtc_kvcache_params_init_sized", "flashrtc_attention_with_kvcache", "kvcache"),
+                (MergeStatesParams, "flashrtc_merge_states_params_init_sized", "flashrtc_merge_states",
+                 "merge_states")):
+            if hasattr(cdll, init) and hasattr(cdll, run):
+                pointer = ctypes.POINTER(struct)
+                setattr(self, attribute, self._function(run, ctypes.c_int, [pointer]))
+                defaults = struct()
+                self._function(init, None, [pointer, ctypes.c_uint32])(defaults, ctypes.sizeof(struct))
+                self._optional_defaults[struct] = defaults
         self.last_error = self._function("flashrtc_last_error", ctypes.c_char_p, [])
         self.status_name = self._function("flashrtc_status_name", ctypes.c_char_p, [ctypes.c_int])
         self.version = self._function("flashrtc_version", ctypes.c_char_p, [])
@@ -116,6 +157,15 @@ class Library:
             raise UnsupportedError(f"flashrtc: {self.path} has no backward pass (flashrtc_attention_backward "
                                    "is missing): it was built before the backward existed; rebuild it")
         return BackwardParams.from_buffer_copy(self._backward_defaults)
+
+    def new_optional_params(self, struct, entry_point: str):
+        """A KvCacheParams or MergeStatesParams with the library's defaults; UnsupportedError for a library
+        built before entry_point existed."""
+        defaults = self._optional_defaults.get(struct)
+        if defaults is None:
+            raise UnsupportedError(f"flashrtc: {self.path} has no {entry_point}: it was built before attention "
+                                   "over a KV cache existed; rebuild it")
+        return struct.from_buffer_copy(defaults)
 
     def _function(self, name, restype, argtypes):
         function = getattr(self.cdll, name)

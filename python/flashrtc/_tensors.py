@@ -77,7 +77,7 @@ def _from_torch(name, t) -> TensorView:
 
 
 # Array-interface type strings; bfloat16 has none, so it comes through torch or DLPack only.
-_TYPESTR = {"<f4": "float32", "<f2": "float16"}
+_TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32"}  # int32: a KV cache's lengths and tables
 
 
 def _from_cai(name, x) -> TensorView:
@@ -138,8 +138,9 @@ class DLTensor(ctypes.Structure):
 
 
 DL_CPU, DL_CUDA, DL_CUDA_MANAGED = 1, 2, 13
-_DL_FLOAT, _DL_BFLOAT = 2, 4
-_DL_DTYPES = {(_DL_FLOAT, 32): "float32", (_DL_FLOAT, 16): "float16", (_DL_BFLOAT, 16): "bfloat16"}
+_DL_INT, _DL_FLOAT, _DL_BFLOAT = 0, 2, 4
+_DL_DTYPES = {(_DL_FLOAT, 32): "float32", (_DL_FLOAT, 16): "float16", (_DL_BFLOAT, 16): "bfloat16",
+              (_DL_INT, 32): "int32"}
 
 _capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
 _capsule_is_valid.restype = ctypes.c_int

@@ -3,14 +3,21 @@ it without graph breaks:
 
     flashrtc::attention_forward(q, k, v, mask, scale, layout, tile, deterministic) -> (o, lse)
     flashrtc::attention_backward(dout, q, k, v, o, lse, mask, scale, layout, deterministic) -> (dq, dk, dv)
+    flashrtc::attention_with_kvcache(q, k_cache!, v_cache!, k?, v?, cache_seqlens?, cache_batch_idx?,
+                                     block_table?, softmax_scale, causal, num_splits) -> (o, lse)
+    flashrtc::attention_over_kvcache(q, k_cache, v_cache, cache_seqlens?, ...) -> (o, lse)   (no append)
+    flashrtc::merge_states(o_a, lse_a, o_b, lse_b) -> (o, lse)
 
 Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
 real one) and the forward has register_autograd (saves q, k, v, o, lse; gradients for q, k, v). The real
 implementations run eagerly, also under torch.compile, so they take PyTorch's current stream as any eager
 call does. torch.compile traces the operators; an eager call under autograd runs the same formula as an
 autograd.Function with the CUDA implementations called directly (_EagerAttention: a fraction of the host
-cost). The CUDA implementations are _forward's and _backward's launches; flashrtc.attention (_attention)
-imports this module, and so torch, only for a call that needs it.
+cost). The KV-cache operators are for inference: attention_with_kvcache writes k and v into the caches (its
+schema says so, so torch.compile and functionalization order it), and neither has gradients (a call that
+autograd would record raises; merge_states' registered backward raises too). The CUDA implementations are
+_forward's, _backward's and _kvcache's launches; flashrtc.attention (_attention) and the KV-cache functions
+(_decode) import this module, and so torch, only for a call that needs it.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from ._arguments import CAUSAL_BY_MASK, LAYOUT_TEXT, LAYOUTS, check_flag, check_
 from ._backward import backward_for_operator
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._forward import forward_for_operator
+from ._kvcache import causal_mask, kvcache_for_operator, merge_for_operator
 from ._tensors import not_on_cuda
 
 if not hasattr(torch.library, "register_autograd"):
@@ -106,6 +114,121 @@ def _gradients(ctx, dout, _dlse):
 
 
 torch.library.register_autograd("flashrtc::attention_forward", _gradients, setup_context=_setup_context, lib=_LIBRARY)
+
+
+_LIBRARY.define("attention_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v, "
+                "Tensor? cache_seqlens, Tensor? cache_batch_idx, Tensor? block_table, float? softmax_scale, "
+                "bool causal, SymInt num_splits) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.define("merge_states(Tensor o_a, Tensor lse_a, Tensor o_b, Tensor lse_b) -> (Tensor, Tensor)",
+                tags=(torch.Tag.pt2_compliant_tag,))
+# The same call without an append, whose schema writes nothing: functionalization would otherwise treat the
+# caches as written by every read-only step (transformers' decoding) and may copy them whole.
+_LIBRARY.define("attention_over_kvcache(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? cache_seqlens, "
+                "Tensor? cache_batch_idx, Tensor? block_table, float? softmax_scale, bool causal, SymInt num_splits) "
+                "-> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.impl("attention_with_kvcache", kvcache_for_operator, "CUDA")
+
+
+def _kvcache_read_kernel(q, k_cache, v_cache, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+                         num_splits):
+    return kvcache_for_operator(q, k_cache, v_cache, None, None, cache_seqlens, cache_batch_idx, block_table,
+                                softmax_scale, causal, num_splits)
+
+
+_LIBRARY.impl("attention_over_kvcache", _kvcache_read_kernel, "CUDA")
+_LIBRARY.impl("merge_states", merge_for_operator, "CUDA")
+
+NO_GRADIENTS = ("flashrtc's attention_with_kvcache and merge_states are for inference and have no backward: "
+                "call them under torch.no_grad() (or detach the inputs), and flashrtc.attention for training")
+
+
+def kvcache_outputs(q: Tensor) -> Tuple[Tensor, Tensor]:
+    """o and lse as the real attention_with_kvcache allocates them: contiguous [B, Nq, Hq, d] and float32
+    [B, Hq, Nq]."""
+    if q.dim() != 4:
+        raise InvalidArgumentError(f"q has shape {tuple(q.shape)}: expected 4 dims, [B, Nq, Hq, d]")
+    b, n, h, d = q.shape
+    return (torch.empty((b, n, h, d), dtype=q.dtype, device=q.device),
+            torch.empty((b, h, n), dtype=torch.float32, device=q.device))
+
+
+def merge_outputs(o_a: Tensor) -> Tuple[Tensor, Tensor]:
+    """o and lse as the real merge_states allocates them."""
+    if o_a.dim() != 4:
+        raise InvalidArgumentError(f"o_a has shape {tuple(o_a.shape)}: expected 4 dims, [B, N, H, d]")
+    b, n, h, d = o_a.shape
+    return (torch.empty((b, n, h, d), dtype=o_a.dtype, device=o_a.device),
+            torch.empty((b, h, n), dtype=torch.float32, device=o_a.device))
+
+
+@torch.library.register_fake("flashrtc::attention_with_kvcache", lib=_LIBRARY)
+def _kvcache_fake(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+                  num_splits):
+    return kvcache_outputs(q)
+
+
+@torch.library.register_fake("flashrtc::attention_over_kvcache", lib=_LIBRARY)
+def _kvcache_read_fake(q, k_cache, v_cache, cache_seqlens, cache_batch_idx, block_table, softmax_scale, causal,
+                       num_splits):
+    return kvcache_outputs(q)
+
+
+@torch.library.register_fake("flashrtc::merge_states", lib=_LIBRARY)
+def _merge_fake(o_a, lse_a, o_b, lse_b):
+    return merge_outputs(o_a)
+
+
+def _no_gradients(ctx, *grads):
+    raise UnsupportedError(NO_GRADIENTS)
+
+
+def _no_context(ctx, inputs, output):
+    return None
+
+
+torch.library.register_autograd("flashrtc::merge_states", _no_gradients, setup_context=_no_context, lib=_LIBRARY)
+
+
+def refuse_gradients(tensors) -> None:
+    """UnsupportedError when autograd would record a KV-cache call (grad enabled, an input requiring grad):
+    the mutating operator cannot carry an autograd formula, so the refusal comes at the call, never as a
+    silently missing gradient."""
+    if torch.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors):
+        raise UnsupportedError(NO_GRADIENTS)
+
+
+# Unlike attention() above, Dynamo traces into these two (no allow_in_graph): the graph then holds the operator
+# itself, whose schema carries the cache writes to functionalization; a mistake found here breaks the graph
+# with flashrtc's message in the error, as attention()'s checks before its operator do.
+def attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, block_table, softmax_scale,
+                           causal, num_splits, return_lse):
+    """flashrtc.attention_with_kvcache under torch.compile: the operator, after the checks only Python makes
+    (an int cache_seqlens becomes a tensor here, inside the graph)."""
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, Tensor):
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under "
+                                       "torch.compile the tensors must be torch tensors")
+    refuse_gradients((q, k_cache, v_cache, k, v))
+    causal_mask(causal)  # refuses what is not a bool, as the plain path does
+    if (k is None) != (v is None):
+        raise InvalidArgumentError("k and v: give both (appended together) or neither")
+    scale = scale_of(softmax_scale)
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+    if k is None and v is None:
+        o, lse = torch.ops.flashrtc.attention_over_kvcache.default(q, k_cache, v_cache, cache_seqlens,
+                                                                   cache_batch_idx, block_table, scale, causal,
+                                                                   num_splits)
+    else:
+        o, lse = torch.ops.flashrtc.attention_with_kvcache.default(q, k_cache, v_cache, k, v, cache_seqlens,
+                                                                   cache_batch_idx, block_table, scale, causal,
+                                                                   num_splits)
+    return (o, lse) if return_lse else o
+
+
+def merge_states(o_a, lse_a, o_b, lse_b):
+    """flashrtc.merge_states under torch.compile: the operator."""
+    return torch.ops.flashrtc.merge_states.default(o_a, lse_a, o_b, lse_b)
 
 
 def _check_devices(q, k, v) -> None:

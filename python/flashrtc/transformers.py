@@ -8,6 +8,10 @@ with ``attn_implementation="rtc"`` runs its attention on flashrtc, prefill and K
 The name is "rtc", not "flashrtc": transformers (5.x) takes every implementation name containing "flash" for
 a FlashAttention build and looks it up on its kernel hub.
 
+A decoding step (a few queries over a longer cache, no gradients) runs flashrtc.attention_with_kvcache on the
+cache's keys and values as transformers holds them (a strided view, no copy); everything else runs
+flashrtc.attention.
+
 What it honours: causal decoder attention (queries aligned to the end of the keys, as with a KV cache),
 bidirectional (encoder) attention, GQA/MQA (no repeat of k and v), the model's softmax scaling. What it
 refuses, with NotImplementedError naming the reason, instead of computing something else: padding masks
@@ -18,8 +22,13 @@ works as anywhere else: autograd goes through flashrtc's backward. Needs transfo
 (4.50 or newer); importing this module does not import transformers.
 """
 from ._attention import attention
+from ._decode import attention_with_kvcache
+from ._torch_api import api as torch_api
 
 NAME = "rtc"  # see the module docstring: no "flash" in it
+# Queries per sequence up to which a step over a longer cache takes the decode kernel, which packs a KV
+# head's query heads and tokens into one tile's rows; longer chunks fill the forward's tiles better.
+DECODE_MAX_QUERIES = 16
 
 
 def _refuse(what):
@@ -69,8 +78,30 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         _refuse("returning attention weights")
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
+    if _is_decode_step(query, key, value):
+        return _decode_step(query, key, value, is_causal, scaling), None
     o = attention(query, key, value, causal="bottom-right" if is_causal else False, scale=scaling)
     return o.transpose(1, 2).contiguous(), None
+
+
+def _is_decode_step(query, key, value) -> bool:
+    """A few queries over more keys, that autograd does not record (the decode kernel has no backward)."""
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    if not (n_q < n_k and n_q <= DECODE_MAX_QUERIES):
+        return False
+    return not (torch_api().is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad))
+
+
+def _decode_step(query, key, value, is_causal, scaling):
+    """query [B, H, Nq, d] over key, value [B, Hkv, Nk, d], as attention_with_kvcache's [B, N, H, d] views:
+    each sequence's keys are one full page of a contiguous cache (no cache_seqlens: all Nk keys count), and
+    transformers' causal mask for a cache is bottom-right, as causal=True is. Returns [B, Nq, H, d],
+    contiguous."""
+    def bnhd(t):
+        t = t if t.stride(-1) == 1 else t.contiguous()
+        return t.transpose(1, 2)
+    return attention_with_kvcache(bnhd(query), bnhd(key), bnhd(value), softmax_scale=scaling,
+                                  causal=bool(is_causal))
 
 
 def register():

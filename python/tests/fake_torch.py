@@ -11,7 +11,7 @@ import itertools
 import sys
 import types
 
-_ITEM_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+_ITEM_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4}
 
 
 class dtype:  # noqa: N801 (torch's spelling)
@@ -82,6 +82,9 @@ def build():
         shape = tuple(shape)
         return Tensor(shape, _contiguous_strides(shape), dtype, device, next(addresses))
 
+    def full(shape, value, dtype=None, device=None):  # the value is not kept: nothing reads the data
+        return empty(shape, dtype=dtype, device=device)
+
     def empty_like(t):
         state["allocations"] += 1
         return Tensor(t.shape, t.stride(), t.dtype, t.device, next(addresses))
@@ -111,6 +114,7 @@ def build():
             state["device"] = saved
 
     torch.empty, torch.empty_like, torch.tensor_bhnd, torch.state = empty, empty_like, tensor_bhnd, state
+    torch.full = full
     torch.is_grad_enabled = lambda: state["grad"]
     torch.compiler = types.SimpleNamespace(is_compiling=lambda: state["compiling"])
     torch.cuda = types.SimpleNamespace(

@@ -82,6 +82,45 @@ class TransformersModel(unittest.TestCase):
         self.assertTrue(torch.equal(got, ref), "greedy decoding with a KV cache diverged from sdpa's")
 
     @no_grad
+    def test_decode_steps_use_the_kv_cache_kernel(self):
+        """Every step after the prefill goes to attention_with_kvcache (one query over the cache), the
+        prefill to the forward; the tokens are sdpa's."""
+        calls = []
+        original = flashrtc.transformers.attention_with_kvcache
+
+        def counted(q, k_cache, v_cache, **options):
+            calls.append((tuple(q.shape), tuple(k_cache.shape), options.get("causal")))
+            return original(q, k_cache, v_cache, **options)
+
+        kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+        flashrtc.transformers.attention_with_kvcache = counted
+        try:
+            got = self.model.generate(self.tokens, **kwargs)
+        finally:
+            flashrtc.transformers.attention_with_kvcache = original
+        self.assertTrue(torch.equal(got, self.reference.generate(self.tokens, **kwargs)))
+        layers = self.model.config.num_hidden_layers
+        steps = got.shape[1] - self.tokens.shape[1] - 1  # the first new token comes from the prefill
+        self.assertGreater(steps, 0)
+        self.assertEqual(len(calls), steps * layers)
+        self.assertEqual(calls[0], ((2, 1, 8, 32), (2, 78, 2, 32), True))
+        self.assertEqual(calls[-1][1], (2, 77 + steps, 2, 32))
+
+    def test_decode_step_matches_the_forward(self):
+        """A step of 3 queries over 40 keys (bottom-right causal), non-contiguous keys included, as the
+        forward computes it."""
+        g = torch.Generator("cuda").manual_seed(3)
+        q = torch.randn(2, 8, 3, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+        k = torch.randn(2, 2, 64, 40, device="cuda", dtype=torch.bfloat16, generator=g).transpose(-1, -2)
+        v = torch.randn(2, 2, 40, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+        module = torch.nn.Module()
+        with torch.no_grad():
+            got, _ = flashrtc.transformers.attention_forward(module, q, k, v, None, scaling=0.2, is_causal=True)
+            ref = flashrtc.attention(q, k.contiguous(), v, causal="bottom-right", scale=0.2)
+        self.assertTrue(got.is_contiguous())
+        torch.testing.assert_close(got, ref.transpose(1, 2), atol=2e-2, rtol=2e-2)
+
+    @no_grad
     def test_pad_free_mask_passes(self):
         mask = torch.ones_like(self.tokens)
         ref = self.reference(self.tokens, attention_mask=mask).logits

@@ -274,3 +274,228 @@ TEST_CASE("C API: flashrtc_attention_forward_with_scale takes the scale as given
     CHECK(contains(flashrtc_last_error(), "NoDevice"));
   }
 }
+
+namespace {
+
+const std::int32_t* fake_int32(std::uintptr_t address) {
+  return reinterpret_cast<const std::int32_t*>(address);
+}
+
+// A valid fp16 decode call: B=2, Nq=1, Hq=8, Hkv=2 (GQA), d=64, a contiguous cache of 2 pages x 128 tokens,
+// one new token appended at cache_seqlens.
+flashrtc_kvcache_params valid_kvcache_params() {
+  flashrtc_kvcache_params p;
+  flashrtc_kvcache_params_init(&p);
+  p.dtype = FLASHRTC_FLOAT16;
+  p.batch = 2;
+  p.seqlen_q = 1;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 64;
+  p.q = bnhd(0x100000, 1, 8, 64);
+  p.k_cache = bnhd(0x200000, 128, 2, 64);
+  p.v_cache = bnhd(0x300000, 128, 2, 64);
+  p.num_pages = 2;
+  p.page_size = 128;
+  p.cache_seqlens = fake_int32(0x500000);
+  p.k_new = bnhd(0x600000, 1, 2, 64);
+  p.v_new = bnhd(0x700000, 1, 2, 64);
+  p.seqlen_new = 1;
+  p.o = bnhd(0x400000, 1, 8, 64);
+  return p;
+}
+
+// merge_states of two fp32 [2, 3, 4, 64] states.
+flashrtc_merge_states_params valid_merge_params() {
+  flashrtc_merge_states_params p;
+  flashrtc_merge_states_params_init(&p);
+  p.dtype = FLASHRTC_FLOAT32;
+  p.batch = 2;
+  p.seqlen = 3;
+  p.heads = 4;
+  p.head_dim = 64;
+  p.o_a = bnhd(0x100000, 3, 4, 64);
+  p.o_b = bnhd(0x200000, 3, 4, 64);
+  p.lse_a = reinterpret_cast<const float*>(0x300000);
+  p.lse_b = reinterpret_cast<const float*>(0x400000);
+  p.o = bnhd(0x500000, 3, 4, 64);
+  return p;
+}
+
+}  // namespace
+
+// python/flashrtc/_library.py declares these structs with ctypes and python/tests/test_kvcache_cpu.py pins
+// the same numbers: a change here must change both.
+TEST_CASE("C API: flashrtc_kvcache_params and flashrtc_merge_states_params layout") {
+  CHECK(sizeof(flashrtc_kvcache_params) == 400);
+  CHECK(FLASHRTC_KVCACHE_PARAMS_MIN_SIZE == 400);
+  CHECK(offsetof(flashrtc_kvcache_params, q) == 48);
+  CHECK(offsetof(flashrtc_kvcache_params, num_pages) == 168);
+  CHECK(offsetof(flashrtc_kvcache_params, block_table) == 184);
+  CHECK(offsetof(flashrtc_kvcache_params, cache_seqlens) == 208);
+  CHECK(offsetof(flashrtc_kvcache_params, k_new) == 224);
+  CHECK(offsetof(flashrtc_kvcache_params, seqlen_new) == 304);
+  CHECK(offsetof(flashrtc_kvcache_params, o) == 312);
+  CHECK(offsetof(flashrtc_kvcache_params, lse) == 352);
+  CHECK(offsetof(flashrtc_kvcache_params, softmax_scale) == 360);
+  CHECK(offsetof(flashrtc_kvcache_params, mask) == 368);
+  CHECK(offsetof(flashrtc_kvcache_params, num_splits) == 372);
+  CHECK(offsetof(flashrtc_kvcache_params, block_m) == 376);
+  CHECK(offsetof(flashrtc_kvcache_params, stream) == 392);
+  CHECK(sizeof(flashrtc_merge_states_params) == 192);
+  CHECK(FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE == 192);
+  CHECK(offsetof(flashrtc_merge_states_params, o_a) == 40);
+  CHECK(offsetof(flashrtc_merge_states_params, lse_a) == 120);
+  CHECK(offsetof(flashrtc_merge_states_params, o) == 136);
+  CHECK(offsetof(flashrtc_merge_states_params, lse) == 176);
+  CHECK(offsetof(flashrtc_merge_states_params, stream) == 184);
+}
+
+TEST_CASE("C API: the KV-cache and merge_states params' init fills defaults and the size") {
+  flashrtc_kvcache_params p;
+  std::memset(&p, 0x7f, sizeof(p));
+  flashrtc_kvcache_params_init(&p);
+  CHECK(p.struct_size == sizeof(flashrtc_kvcache_params));
+  for (const flashrtc_tensor* t : {&p.q, &p.k_cache, &p.v_cache, &p.k_new, &p.v_new, &p.o}) {
+    CHECK(t->stride_dim == 1);
+    CHECK(t->data == nullptr);
+  }
+  CHECK(p.block_table == nullptr);
+  CHECK(p.cache_seqlens == nullptr);
+  CHECK(p.cache_batch_idx == nullptr);
+  CHECK(p.lse == nullptr);
+  CHECK(p.has_softmax_scale == 0);
+  CHECK(p.softmax_scale == 0.f);
+  CHECK(p.mask == FLASHRTC_MASK_NONE);
+  CHECK(p.num_splits == 0);
+  CHECK(p.block_m == 0);
+  CHECK(p.stages == 0);
+  CHECK(p.stream == nullptr);
+  flashrtc_kvcache_params_init(nullptr);  // must not crash
+
+  flashrtc_merge_states_params m;
+  std::memset(&m, 0x7f, sizeof(m));
+  flashrtc_merge_states_params_init(&m);
+  CHECK(m.struct_size == sizeof(flashrtc_merge_states_params));
+  CHECK(m.o_a.stride_dim == 1);
+  CHECK(m.o_b.stride_dim == 1);
+  CHECK(m.o.stride_dim == 1);
+  CHECK(m.lse_a == nullptr);
+  CHECK(m.lse == nullptr);
+  CHECK(m.stream == nullptr);
+  flashrtc_merge_states_params_init(nullptr);
+}
+
+TEST_CASE("C API: the KV-cache and merge_states structs' sizes: older, out of range, newer") {
+  SUBCASE("a struct_size out of range is an invalid argument naming the range") {
+    for (const std::uint32_t size : {0u, 8u, FLASHRTC_KVCACHE_PARAMS_MIN_SIZE - 8u, 4097u}) {
+      INFO("struct_size " << size);
+      flashrtc_kvcache_params p = valid_kvcache_params();
+      p.struct_size = size;
+      CHECK(flashrtc_attention_with_kvcache(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+      CHECK(contains(flashrtc_last_error(), "struct_size=" + std::to_string(size)));
+      CHECK(contains(flashrtc_last_error(), "[400, 4096]"));
+    }
+    for (const std::uint32_t size : {0u, 8u, FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE - 8u, 4097u}) {
+      INFO("struct_size " << size);
+      flashrtc_merge_states_params m = valid_merge_params();
+      m.struct_size = size;
+      CHECK(flashrtc_merge_states(&m) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+      CHECK(contains(flashrtc_last_error(), "[192, 4096]"));
+    }
+  }
+  SUBCASE("a smaller caller's init writes only its bytes") {
+    unsigned char bytes[sizeof(flashrtc_kvcache_params)];
+    std::memset(bytes, 0x7f, sizeof(bytes));
+    flashrtc_kvcache_params_init_sized(reinterpret_cast<flashrtc_kvcache_params*>(bytes), 64);
+    std::uint32_t size = 0;
+    std::memcpy(&size, bytes, sizeof size);
+    CHECK(size == 64);
+    CHECK(bytes[64] == 0x7f);
+  }
+  SUBCASE("a newer caller's struct: known fields read, an unknown set field refused") {
+    struct Newer {
+      flashrtc_kvcache_params known;
+      std::int64_t later_field;
+    } newer;
+    flashrtc_kvcache_params_init_sized(&newer.known, sizeof(newer));
+    CHECK(newer.later_field == 0);
+    const flashrtc_kvcache_params valid = valid_kvcache_params();
+    std::memcpy(reinterpret_cast<unsigned char*>(&newer.known) + sizeof(std::uint32_t),
+                reinterpret_cast<const unsigned char*>(&valid) + sizeof(std::uint32_t),
+                sizeof(valid) - sizeof(std::uint32_t));
+    CHECK(flashrtc_attention_with_kvcache(&newer.known) == past_validation());
+    newer.later_field = 1;
+    CHECK(flashrtc_attention_with_kvcache(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
+    CHECK(contains(flashrtc_last_error(), "byte 400 is set"));
+  }
+}
+
+TEST_CASE(
+    "C API: flashrtc_attention_with_kvcache and flashrtc_merge_states refuse invalid calls, saying why") {
+  CHECK(flashrtc_attention_with_kvcache(nullptr) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+  CHECK(flashrtc_merge_states(nullptr) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+
+  // The valid calls get past validation (NoDevice here).
+  flashrtc_kvcache_params valid = valid_kvcache_params();
+  CHECK(flashrtc_attention_with_kvcache(&valid) == past_validation());
+  valid.mask = FLASHRTC_MASK_CAUSAL_BOTTOM_RIGHT, valid.num_splits = 4, valid.has_softmax_scale = 1;
+  valid.softmax_scale = -0.5f;
+  CHECK(flashrtc_attention_with_kvcache(&valid) == past_validation());
+  flashrtc_merge_states_params valid_merge = valid_merge_params();
+  CHECK(flashrtc_merge_states(&valid_merge) == past_validation());
+
+  struct Case {
+    const char* what;
+    std::function<void(flashrtc_kvcache_params&)> mutate;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"head_dim 7", [](flashrtc_kvcache_params& p) { p.head_dim = 7; }, "head_dim"},
+      {"dtype 9", [](flashrtc_kvcache_params& p) { p.dtype = 9; }, "dtype"},
+      {"top-left causal", [](flashrtc_kvcache_params& p) { p.mask = FLASHRTC_MASK_CAUSAL_TOP_LEFT; }, "mask"},
+      {"heads_q 3", [](flashrtc_kvcache_params& p) { p.heads_q = 3; }, "heads_q"},
+      {"num_splits 257", [](flashrtc_kvcache_params& p) { p.num_splits = 257; }, "num_splits"},
+      {"num_splits -1", [](flashrtc_kvcache_params& p) { p.num_splits = -1; }, "num_splits"},
+      {"softmax_scale NaN",
+       [](flashrtc_kvcache_params& p) { p.has_softmax_scale = 1, p.softmax_scale = NAN; }, "softmax_scale"},
+      {"a scale without its flag", [](flashrtc_kvcache_params& p) { p.softmax_scale = 0.5f; },
+       "has_softmax_scale=0"},
+      {"only block_m given", [](flashrtc_kvcache_params& p) { p.block_m = 16; }, "block_m"},
+      {"v_new missing", [](flashrtc_kvcache_params& p) { p.v_new.data = nullptr; }, "v_new"},
+      {"append without cache_seqlens", [](flashrtc_kvcache_params& p) { p.cache_seqlens = nullptr; },
+       "cache_seqlens"},
+      {"paged with page_size 100",
+       [](flashrtc_kvcache_params& p) {
+         p.block_table = fake_int32(0x800000), p.block_table_stride = 1, p.max_pages_per_seq = 1;
+         p.page_size = 100;
+       },
+       "page_size"},
+      {"cache_batch_idx with a block table",
+       [](flashrtc_kvcache_params& p) {
+         p.block_table = fake_int32(0x800000), p.block_table_stride = 1, p.max_pages_per_seq = 1;
+         p.cache_batch_idx = fake_int32(0x900000);
+       },
+       "cache_batch_idx"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    flashrtc_kvcache_params p = valid_kvcache_params();
+    c.mutate(p);
+    CHECK(flashrtc_attention_with_kvcache(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    const std::string message = flashrtc_last_error();
+    INFO("last error: " << message);
+    CHECK(contains(message, c.names));
+  }
+
+  flashrtc_merge_states_params no_lse = valid_merge_params();
+  no_lse.lse_b = nullptr;
+  CHECK(flashrtc_merge_states(&no_lse) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "lse_b"));
+  flashrtc_merge_states_params bad_dim = valid_merge_params();
+  bad_dim.head_dim = 12;
+  CHECK(flashrtc_merge_states(&bad_dim) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "head_dim"));
+}

@@ -70,9 +70,14 @@ TEST_CASE("the built-in families: fp16/bf16 on tensor cores, fp32 on CUDA cores,
     for (DType dtype : f->dtypes)
       for (int d : {32, 64, 96, 128, 256})
         if (f->serves_head_dim(d))
-          for (MaskKind mask : kMaskKinds)
+          for (MaskKind mask : kMaskKinds) {
+            if (!f->serves_mask(mask)) continue;
             for (const TileConfig& tile : f->default_configs(dtype, d, mask, kSmemBytesSm90))
               CHECK_MESSAGE(f->check_config(dtype, d, tile, kSmemBytesSm90).empty(), to_string(tile));
+          }
+    // Forward and backward families run every mask; the decode families every mask but top-left causal.
+    for (MaskKind mask : kMaskKinds)
+      CHECK(f->serves_mask(mask) == (f->operation < Operation::kDecode || mask != MaskKind::kCausalTopLeft));
   }
   for (const std::string arch : {"sm_80", "sm_90", "sm_100"}) {
     CHECK(select_kernel_family(Operation::kForward, DType::kBFloat16, 128, arch).family->name == "mma");

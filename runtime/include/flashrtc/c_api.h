@@ -1,7 +1,8 @@
 #ifndef FLASHRTC_C_API_H_
 #define FLASHRTC_C_API_H_
-/* The C mirror of flashrtc/attention.hpp for other languages. Functions return a status; on failure
- * flashrtc_last_error() holds the message (per thread, valid until the next call on that thread). */
+/* The C mirror of flashrtc/attention.hpp and flashrtc/attention_kvcache.hpp for other languages. Functions
+ * return a status; on failure flashrtc_last_error() holds the message (per thread, valid until the next call
+ * on that thread). */
 #include <stdint.h>
 
 #include "flashrtc/export.hpp"
@@ -99,13 +100,78 @@ typedef struct flashrtc_backward_params {
 #define FLASHRTC_BACKWARD_PARAMS_MIN_SIZE 424u
 #define FLASHRTC_BACKWARD_PARAMS_MAX_SIZE 4096u
 
-/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile override),
- * as flashrtc_forward_params_init_sized does. */
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile
+ * override), as flashrtc_forward_params_init_sized does. */
 FLASHRTC_API void flashrtc_backward_params_init_sized(flashrtc_backward_params* p, uint32_t struct_size);
 static inline void flashrtc_backward_params_init(flashrtc_backward_params* p) {
   flashrtc_backward_params_init_sized(p, (uint32_t)sizeof(flashrtc_backward_params));
 }
 FLASHRTC_API flashrtc_status flashrtc_attention_backward(const flashrtc_backward_params* p);
+/* Attention over a KV cache (flashrtc/attention_kvcache.hpp, KvCacheParams: its comments give the semantics);
+ * names follow FlashAttention's flash_attn_with_kvcache. Grows at the end like flashrtc_forward_params. */
+typedef struct flashrtc_kvcache_params {
+  uint32_t struct_size; /* sizeof(flashrtc_kvcache_params) as the caller knows it */
+  int32_t dtype;        /* flashrtc_dtype of q, k_cache, v_cache, k_new, v_new and o */
+  int64_t batch, seqlen_q, heads_q, heads_kv, head_dim;
+  flashrtc_tensor q;                /* [B, Nq, Hq, d] */
+  flashrtc_tensor k_cache, v_cache; /* [num_pages, page_size, Hkv, d]; written where k_new is appended */
+  int64_t num_pages, page_size;
+  const int32_t* block_table; /* [B, max_pages_per_seq] on the device, row stride block_table_stride; NULL:
+                                 contiguous cache (one page per sequence) */
+  int64_t block_table_stride, max_pages_per_seq;
+  const int32_t* cache_seqlens;   /* [B] on the device: tokens before the append; NULL: full caches */
+  const int32_t* cache_batch_idx; /* [B] on the device, contiguous caches only; NULL: page b */
+  flashrtc_tensor k_new, v_new;   /* optional [B, seqlen_new, Hkv, d]; data NULL: no append */
+  int64_t seqlen_new;
+  flashrtc_tensor o;         /* [B, Nq, Hq, d], written */
+  float* lse;                /* optional [B, Hq, Nq] float32 */
+  float softmax_scale;       /* used when has_softmax_scale, as in flashrtc_forward_params */
+  int32_t has_softmax_scale; /* 0: 1/sqrt(head_dim), and softmax_scale must be 0 */
+  int32_t mask;              /* FLASHRTC_MASK_NONE or FLASHRTC_MASK_CAUSAL_BOTTOM_RIGHT */
+  int32_t num_splits;        /* 0: chosen from the shapes (never from device data); else 1 to 256 */
+  /* Optional explicit tile of the attention kernel: all four > 0 to use it, all 0 for the default. */
+  int32_t block_m, block_n, warps, stages;
+  void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  /* Later fields go here, each with a default of all-zero bytes. */
+} flashrtc_kvcache_params;
+
+/* The first layout's size and the largest accepted, with the rules of the forward's. */
+#define FLASHRTC_KVCACHE_PARAMS_MIN_SIZE 400u
+#define FLASHRTC_KVCACHE_PARAMS_MAX_SIZE 4096u
+
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile override,
+ * num_splits 0), as flashrtc_forward_params_init_sized does. */
+FLASHRTC_API void flashrtc_kvcache_params_init_sized(flashrtc_kvcache_params* p, uint32_t struct_size);
+static inline void flashrtc_kvcache_params_init(flashrtc_kvcache_params* p) {
+  flashrtc_kvcache_params_init_sized(p, (uint32_t)sizeof(flashrtc_kvcache_params));
+}
+FLASHRTC_API flashrtc_status flashrtc_attention_with_kvcache(const flashrtc_kvcache_params* p);
+
+/* merge_states (flashrtc/attention_kvcache.hpp, MergeStatesParams): the attention over the union of two
+ * disjoint key sets from each set's o and lse. Grows at the end like flashrtc_forward_params. */
+typedef struct flashrtc_merge_states_params {
+  uint32_t struct_size; /* sizeof(flashrtc_merge_states_params) as the caller knows it */
+  int32_t dtype;        /* flashrtc_dtype of o_a, o_b and o */
+  int64_t batch, seqlen, heads, head_dim;
+  flashrtc_tensor o_a, o_b; /* [B, N, H, d] */
+  const float* lse_a;       /* [B, H, N] float32, contiguous, natural log (-inf: no key in the set) */
+  const float* lse_b;
+  flashrtc_tensor o; /* [B, N, H, d], written; may be o_a or o_b */
+  float* lse;        /* optional [B, H, N] float32, written; may be lse_a or lse_b */
+  void* stream;
+  /* Later fields go here, each with a default of all-zero bytes. */
+} flashrtc_merge_states_params;
+
+/* The first layout's size and the largest accepted, with the rules of the forward's. */
+#define FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE 192u
+#define FLASHRTC_MERGE_STATES_PARAMS_MAX_SIZE 4096u
+
+FLASHRTC_API void flashrtc_merge_states_params_init_sized(flashrtc_merge_states_params* p,
+                                                          uint32_t struct_size);
+static inline void flashrtc_merge_states_params_init(flashrtc_merge_states_params* p) {
+  flashrtc_merge_states_params_init_sized(p, (uint32_t)sizeof(flashrtc_merge_states_params));
+}
+FLASHRTC_API flashrtc_status flashrtc_merge_states(const flashrtc_merge_states_params* p);
 FLASHRTC_API const char* flashrtc_last_error(void);
 FLASHRTC_API const char* flashrtc_status_name(flashrtc_status status);
 FLASHRTC_API const char* flashrtc_version(void);

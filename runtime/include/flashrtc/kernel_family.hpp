@@ -177,6 +177,9 @@ struct KernelFamily {
     return false;
   }
   FLASHRTC_API bool serves_head_dim(int head_dim) const;
+  /// Whether some default row serves mask: the masks a family's table covers are the ones it runs (a decode
+  /// family's calls never have a top-left causal mask, so its kernels refuse one).
+  FLASHRTC_API bool serves_mask(MaskKind mask) const;
   /// Empty when the family can run on arch ("sm_90a"; empty means any GPU flashrtc targets, judged as sm_80),
   /// else why not.
   FLASHRTC_API std::string arch_mismatch(std::string_view arch) const;

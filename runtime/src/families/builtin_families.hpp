@@ -21,6 +21,7 @@ const KernelFamily& decode_mma_family();
 const KernelFamily& kv_append_family();
 const KernelFamily& decode_combine_family();
 const KernelFamily& merge_states_family();
+const KernelFamily& decode_simt_family();
 
 // In table order (the order of equal priorities). A new built-in family is one line here.
 inline std::vector<const KernelFamily*> builtin_families() {
@@ -29,7 +30,8 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &backward_dq_mma_family(),    &backward_simt_family(),     &backward_dq_simt_family(),
           &backward_prep_family(),
           &backward_dq_convert_family(), &decode_mma_family(),         &kv_append_family(),
-          &decode_combine_family(),      &merge_states_family()};
+          &decode_combine_family(),      &merge_states_family(),
+          &decode_simt_family()};
 }
 
 }  // namespace flashrtc::detail

@@ -75,6 +75,10 @@ bool KernelFamily::serves_dtype(DType dtype) const {
   return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end();
 }
 
+bool KernelFamily::serves_mask(MaskKind mask) const {
+  return std::any_of(defaults.begin(), defaults.end(), [&](const DefaultRow& row) { return row.serves_mask(mask); });
+}
+
 bool KernelFamily::serves_head_dim(int head_dim) const {
   return head_dim >= min_head_dim && head_dim <= max_head_dim && head_dim % head_dim_multiple == 0;
 }

@@ -11,6 +11,7 @@
 
 #include "flashrtc/attention.hpp"
 #include "flashrtc/attention_backward.hpp"
+#include "flashrtc/attention_kvcache.hpp"
 #include "flashrtc/error.hpp"
 
 namespace {
@@ -27,6 +28,12 @@ static_assert(offsetof(flashrtc_forward_params, struct_size) == 0, "struct_size 
 static_assert(sizeof(flashrtc_backward_params) == FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
               "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
 static_assert(offsetof(flashrtc_backward_params, struct_size) == 0, "struct_size heads the struct");
+static_assert(sizeof(flashrtc_kvcache_params) == FLASHRTC_KVCACHE_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(offsetof(flashrtc_kvcache_params, struct_size) == 0, "struct_size heads the struct");
+static_assert(sizeof(flashrtc_merge_states_params) == FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(offsetof(flashrtc_merge_states_params, struct_size) == 0, "struct_size heads the struct");
 
 flashrtc::Error invalid(const std::string& message) {
   return flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, message);
@@ -48,6 +55,21 @@ flashrtc_backward_params default_params(const flashrtc_backward_params*) {
   return p;
 }
 
+flashrtc_kvcache_params default_params(const flashrtc_kvcache_params*) {
+  flashrtc_kvcache_params p{};
+  p.struct_size = sizeof(flashrtc_kvcache_params);
+  p.q.stride_dim = p.k_cache.stride_dim = p.v_cache.stride_dim = p.k_new.stride_dim = p.v_new.stride_dim = 1;
+  p.o.stride_dim = 1;
+  return p;
+}
+
+flashrtc_merge_states_params default_params(const flashrtc_merge_states_params*) {
+  flashrtc_merge_states_params p{};
+  p.struct_size = sizeof(flashrtc_merge_states_params);
+  p.o_a.stride_dim = p.o_b.stride_dim = p.o.stride_dim = 1;
+  return p;
+}
+
 // The sizes a caller's struct may declare, and the function that sets them, per growable struct.
 template <typename Params>
 struct SizeRange;
@@ -62,6 +84,19 @@ struct SizeRange<flashrtc_backward_params> {
   static constexpr std::uint32_t kMin = FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
                                  kMax = FLASHRTC_BACKWARD_PARAMS_MAX_SIZE;
   static constexpr const char* kInit = "flashrtc_backward_params_init";
+};
+
+template <>
+struct SizeRange<flashrtc_kvcache_params> {
+  static constexpr std::uint32_t kMin = FLASHRTC_KVCACHE_PARAMS_MIN_SIZE,
+                                 kMax = FLASHRTC_KVCACHE_PARAMS_MAX_SIZE;
+  static constexpr const char* kInit = "flashrtc_kvcache_params_init";
+};
+template <>
+struct SizeRange<flashrtc_merge_states_params> {
+  static constexpr std::uint32_t kMin = FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE,
+                                 kMax = FLASHRTC_MERGE_STATES_PARAMS_MAX_SIZE;
+  static constexpr const char* kInit = "flashrtc_merge_states_params_init";
 };
 
 // The caller's struct as this library knows it: the fields inside its declared size, defaults after them.
@@ -176,6 +211,54 @@ flashrtc::BackwardParams from_c(const flashrtc_backward_params& p) {
   return params;
 }
 
+flashrtc::KvCacheParams from_c(const flashrtc_kvcache_params& p) {
+  flashrtc::KvCacheParams params;
+  params.dtype = static_cast<flashrtc::DType>(p.dtype);
+  params.batch = p.batch;
+  params.seqlen_q = p.seqlen_q;
+  params.heads_q = p.heads_q;
+  params.heads_kv = p.heads_kv;
+  params.head_dim = p.head_dim;
+  params.q = to_ref(p.q);
+  params.k_cache = to_ref(p.k_cache);
+  params.v_cache = to_ref(p.v_cache);
+  params.num_pages = p.num_pages;
+  params.page_size = p.page_size;
+  params.block_table = p.block_table;
+  params.block_table_stride = p.block_table_stride;
+  params.max_pages_per_seq = p.max_pages_per_seq;
+  params.cache_seqlens = p.cache_seqlens;
+  params.cache_batch_idx = p.cache_batch_idx;
+  params.k_new = to_ref(p.k_new);
+  params.v_new = to_ref(p.v_new);
+  params.seqlen_new = p.seqlen_new;
+  params.o = to_ref(p.o);
+  params.lse = p.lse;
+  params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
+  params.mask = static_cast<flashrtc::MaskKind>(p.mask);
+  params.num_splits = p.num_splits;
+  params.stream = p.stream;
+  params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
+  return params;
+}
+
+flashrtc::MergeStatesParams from_c(const flashrtc_merge_states_params& p) {
+  flashrtc::MergeStatesParams params;
+  params.dtype = static_cast<flashrtc::DType>(p.dtype);
+  params.batch = p.batch;
+  params.seqlen = p.seqlen;
+  params.heads = p.heads;
+  params.head_dim = p.head_dim;
+  params.o_a = to_ref(p.o_a);
+  params.o_b = to_ref(p.o_b);
+  params.lse_a = p.lse_a;
+  params.lse_b = p.lse_b;
+  params.o = to_ref(p.o);
+  params.lse = p.lse;
+  params.stream = p.stream;
+  return params;
+}
+
 template <typename F>
 flashrtc_status guarded(F&& body) {
   try {
@@ -221,6 +304,22 @@ flashrtc_status flashrtc_attention_forward_with_scale(const flashrtc_forward_par
 
 flashrtc_status flashrtc_attention_backward(const flashrtc_backward_params* p) {
   return guarded([&] { flashrtc::attention_backward(from_c(read_sized(p))); });
+}
+
+void flashrtc_kvcache_params_init_sized(flashrtc_kvcache_params* p, uint32_t struct_size) {
+  init_sized(p, struct_size);
+}
+
+flashrtc_status flashrtc_attention_with_kvcache(const flashrtc_kvcache_params* p) {
+  return guarded([&] { flashrtc::attention_with_kvcache(from_c(read_sized(p))); });
+}
+
+void flashrtc_merge_states_params_init_sized(flashrtc_merge_states_params* p, uint32_t struct_size) {
+  init_sized(p, struct_size);
+}
+
+flashrtc_status flashrtc_merge_states(const flashrtc_merge_states_params* p) {
+  return guarded([&] { flashrtc::merge_states(from_c(read_sized(p))); });
 }
 
 const char* flashrtc_last_error(void) {

@@ -103,6 +103,7 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   // mask: the candidates do not depend on the call's mask.
   std::vector<TileConfig> fallbacks;  // each mask's default for long key sequences
   for (MaskKind mask : kMaskKinds) {
+    if (!family.serves_mask(mask)) continue;
     const std::vector<TileConfig> defaults =
         family.default_configs(dtype, head_dim, mask, limits.smem_per_block_bytes);
     if (!contains(fallbacks, defaults.front())) fallbacks.push_back(defaults.front());
@@ -163,7 +164,7 @@ std::vector<KernelSpec> warm_specs(const std::string& arch, bool with_tuned) {
     for (DType dtype : family->dtypes)
       for (int head_dim : warm_head_dims(*family)) {
         for (MaskKind mask : kMaskKinds) {
-          if (!masked && mask != MaskKind::kNone) continue;
+          if ((!masked && mask != MaskKind::kNone) || !family->serves_mask(mask)) continue;
           for (const KernelSpec& spec : family->default_specs(dtype, head_dim, mask, smem, arch)) add(spec);
         }
       }
