@@ -220,8 +220,9 @@ int run_decode_bench(const DecodeBenchOptions& o) {
   if (o.dry_run) {
     const Report report(o.json, "");
     if (!o.json)
-      std::printf("%zu points; tiles as chosen for %s; splits without a GPU (132 SMs)\n", plan.size(),
-                  target_text.c_str());
+      std::printf("%zu points; tiles as chosen for %s; %s\n", plan.size(), target_text.c_str(),
+                  device_available() ? "splits as kvcache_num_splits gives them on the GPU in hand"
+                                     : "splits without a GPU (132 SMs)");
     report.header();
     for (const Planned& p : plan)
       report.row(p, kvcache_num_splits(decode_params(p.shape, decode_placeholders(), p.explicit_tile)),
