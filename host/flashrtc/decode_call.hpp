@@ -20,7 +20,7 @@ struct DecodeShape {
   int splits = 0;  ///< KvCacheParams::num_splits: 0 chooses from the shapes
 };
 
-/// The device pointers of one call; the defaults are validation placeholders, never dereferenced.
+/// The device pointers of one call (decode_placeholders(): validation placeholders, never dereferenced).
 struct DecodeBuffers {
   const void *q, *k_cache, *v_cache, *o;
   const std::int32_t *block_table, *cache_seqlens;
