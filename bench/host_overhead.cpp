@@ -1,6 +1,9 @@
 // Host cost per call of flashrtc::attention_forward at the floor: back-to-back calls on a tiny problem with
 // the kernel already loaded, beside an empty kernel launched through the Driver API on the same stream.
 // Wall time on the host per call, the median over batches; the stream is synchronized only between batches.
+// Beside them, flashrtc::attention_with_kvcache on the decode call of the same size (one query token, a cache
+// of N tokens, contiguous and then paged: one page of 16 through a block table), whose ratio to the forward
+// is the decode's host cost over the prefill's.
 //
 //   flashrtc_host_bench [--calls N] [--batches R] [--json]
 //
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_kvcache.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
 
@@ -30,6 +34,8 @@ constexpr int kExitFailure = 1, kExitUsage = 2, kExitNoDevice = 3;
 // bf16 B=1 H=1 N=2 d=64: the smallest call the library serves, so the GPU side stays out of the way.
 constexpr std::int64_t kSeqlen = 2, kHeads = 1, kHeadDim = 64;
 constexpr std::size_t kTensorBytes = kSeqlen * kHeads * kHeadDim * 2;
+constexpr std::int64_t kPageSize = 16;  // the paged decode call's one page
+constexpr std::size_t kPageBytes = kPageSize * kHeads * kHeadDim * 2;
 
 struct Options {
   int calls = 2000;
@@ -47,6 +53,7 @@ struct Driver {
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, std::size_t);
+  CUresult (*cuMemsetD32)(CUdeviceptr, unsigned, std::size_t);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -83,6 +90,7 @@ Driver load_driver() {
   bind(library, d.cuMemAlloc, "cuMemAlloc_v2");
   bind(library, d.cuMemFree, "cuMemFree_v2");
   bind(library, d.cuMemsetD8, "cuMemsetD8_v2");
+  bind(library, d.cuMemsetD32, "cuMemsetD32_v2");
   bind(library, d.cuModuleLoadData, "cuModuleLoadData");
   bind(library, d.cuModuleUnload, "cuModuleUnload");
   bind(library, d.cuModuleGetFunction, "cuModuleGetFunction");
@@ -203,22 +211,63 @@ int run(const Options& options) {
   params.stream = stream;
   auto launch_flashrtc = [&] { flashrtc::attention_forward(params); };
 
-  // Warm: the kernel compiled or loaded, both launch paths run once.
+  // The decode calls: q and o of one token, the forward's k and v as a contiguous cache of kSeqlen tokens,
+  // and a page of kPageSize zeroed tokens behind a block table; every cache_seqlens kSeqlen.
+  CUdeviceptr pages[2] = {}, ints = 0;
+  for (CUdeviceptr& page : pages) {
+    driver.check(driver.cuMemAlloc(&page, kPageBytes), "cuMemAlloc");
+    driver.check(driver.cuMemsetD8(page, 0, kPageBytes), "cuMemsetD8");
+  }
+  driver.check(driver.cuMemAlloc(&ints, 2 * sizeof(std::int32_t)), "cuMemAlloc");  // [seqlen, page id 0]
+  driver.check(driver.cuMemsetD32(ints, static_cast<unsigned>(kSeqlen), 1), "cuMemsetD32");
+  driver.check(driver.cuMemsetD32(ints + sizeof(std::int32_t), 0, 1), "cuMemsetD32");
+  flashrtc::KvCacheParams decode;
+  decode.dtype = flashrtc::DType::kBFloat16;
+  decode.batch = decode.seqlen_q = 1;
+  decode.heads_q = decode.heads_kv = kHeads;
+  decode.head_dim = kHeadDim;
+  decode.q = flashrtc::TensorRef::bnhd(pointer(buffers[0]), 1, kHeads, kHeadDim);
+  decode.o = flashrtc::TensorRef::bnhd(pointer(buffers[3]), 1, kHeads, kHeadDim);
+  decode.k_cache = flashrtc::TensorRef::bnhd(pointer(buffers[1]), kSeqlen, kHeads, kHeadDim);
+  decode.v_cache = flashrtc::TensorRef::bnhd(pointer(buffers[2]), kSeqlen, kHeads, kHeadDim);
+  decode.num_pages = 1;
+  decode.page_size = kSeqlen;
+  decode.cache_seqlens = static_cast<const std::int32_t*>(pointer(ints));
+  decode.stream = stream;
+  flashrtc::KvCacheParams paged = decode;
+  paged.k_cache = flashrtc::TensorRef::bnhd(pointer(pages[0]), kPageSize, kHeads, kHeadDim);
+  paged.v_cache = flashrtc::TensorRef::bnhd(pointer(pages[1]), kPageSize, kHeads, kHeadDim);
+  paged.page_size = kPageSize;
+  paged.block_table = static_cast<const std::int32_t*>(pointer(ints + sizeof(std::int32_t)));
+  paged.block_table_stride = paged.max_pages_per_seq = 1;
+  auto launch_decode = [&] { flashrtc::attention_with_kvcache(decode); };
+  auto launch_paged = [&] { flashrtc::attention_with_kvcache(paged); };
+
+  // Warm: the kernels compiled or loaded, every launch path run once.
   launch_flashrtc();
+  launch_decode();
+  launch_paged();
   launch_empty();
   driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
 
-  std::vector<double> flashrtc_us, empty_us;
-  for (int batch = 0; batch < options.batches; ++batch) {  // interleaved, so drift hits both alike
+  std::vector<double> flashrtc_us, decode_us, paged_us, empty_us;
+  for (int batch = 0; batch < options.batches; ++batch) {  // interleaved, so drift hits all alike
     flashrtc_us.push_back(time_batch(options.calls, launch_flashrtc));
+    driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    decode_us.push_back(time_batch(options.calls, launch_decode));
+    driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    paged_us.push_back(time_batch(options.calls, launch_paged));
     driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
     empty_us.push_back(time_batch(options.calls, launch_empty));
     driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
   const double flashrtc_median = median(flashrtc_us), empty_median = median(empty_us);
+  const double decode_median = median(decode_us), paged_median = median(paged_us);
   const double ratio = flashrtc_median / empty_median;
 
   for (CUdeviceptr buffer : buffers) driver.cuMemFree(buffer);
+  for (CUdeviceptr page : pages) driver.cuMemFree(page);
+  driver.cuMemFree(ints);
   driver.cuModuleUnload(module);
   driver.cuStreamDestroy(stream);
   driver.cuDevicePrimaryCtxRelease(device);
@@ -226,10 +275,12 @@ int run(const Options& options) {
   if (options.json) {
     std::printf(
         "{\"device\": \"%s\", \"arch\": \"%s\", \"problem\": \"bf16 B=1 H=1 N=%lld d=%lld\", \"calls\": %d, "
-        "\"batches\": %d, \"flashrtc_us\": %.3f, \"empty_kernel_us\": %.3f, \"ratio\": %.3f}\n",
+        "\"batches\": %d, \"flashrtc_us\": %.3f, \"empty_kernel_us\": %.3f, \"ratio\": %.3f, \"decode_us\": "
+        "%.3f, "
+        "\"decode_paged_us\": %.3f, \"decode_ratio\": %.3f, \"decode_paged_ratio\": %.3f}\n",
         info.name.c_str(), info.arch.c_str(), static_cast<long long>(kSeqlen),
         static_cast<long long>(kHeadDim), options.calls, options.batches, flashrtc_median, empty_median,
-        ratio);
+        ratio, decode_median, paged_median, decode_median / flashrtc_median, paged_median / flashrtc_median);
   } else {
     std::printf("%s (%s), bf16 B=1 H=1 N=%lld d=%lld, median of %d batches of %d back-to-back calls\n",
                 info.name.c_str(), info.arch.c_str(), static_cast<long long>(kSeqlen),
@@ -237,6 +288,10 @@ int run(const Options& options) {
     std::printf("  %-40s %8.3f us/call\n", "flashrtc::attention_forward", flashrtc_median);
     std::printf("  %-40s %8.3f us/call\n", "empty kernel (cuLaunchKernel)", empty_median);
     std::printf("  %-40s %8.3f x\n", "ratio", ratio);
+    std::printf("  %-40s %8.3f us/call\n", "attention_with_kvcache (contiguous)", decode_median);
+    std::printf("  %-40s %8.3f us/call\n", "attention_with_kvcache (paged)", paged_median);
+    std::printf("  %-40s %8.3f x, paged %.3f x\n", "decode / attention_forward",
+                decode_median / flashrtc_median, paged_median / flashrtc_median);
   }
   return 0;
 }

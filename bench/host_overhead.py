@@ -22,6 +22,11 @@ warms each function first, which compiles it).
                                                      # tensors that stand in for CUDA ones, the C calls a C
                                                      # function that returns at once (SDPA on CPU beside)
     python3 bench/host_overhead.py --stub-kernels --profile "autograd fwd"   # where that row's time goes
+    python3 bench/host_overhead.py --decode          # attention_with_kvcache beside the prefill forward
+
+--decode: flashrtc.attention_with_kvcache over a tiny cache (q [1, 1, 1, 64], a contiguous cache of 2 tokens,
+then a paged one: one page of 16 tokens through a block table; cache_seqlens 2) beside flashrtc.attention on
+SHAPE (the prefill call), interleaved as above; the ratio is decode / prefill (the goal: at most 1.10).
 
 Exit codes: 0 measured, 1 flashrtc's output disagrees with SDPA's, 2 usage, 77 no torch or no GPU.
 flashrtc is imported from the environment, else from the checkout's python/ folder.
@@ -197,24 +202,59 @@ def fake_rows(flashrtc, torch):
             ("causal + lse", {"flashrtc": lambda: flashrtc.attention(q, k, v, causal=True, return_lse=True)})]
 
 
+# The label of the call a row's flashrtc call is compared with: SDPA, or with --decode the prefill forward.
+BASELINES = ("sdpa", "prefill")
+DECODE_TOLERANCE = 2e-2
+
+
+def decode_rows(flashrtc, torch):
+    """--decode: attention_with_kvcache over a contiguous and a paged tiny cache, each beside the prefill call
+    (flashrtc.attention on SHAPE); both checked against float32 first."""
+    d = SHAPE[3]
+    q_prefill, k_prefill, v_prefill = (torch.randn(SHAPE, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    q = torch.randn(1, 1, 1, d, dtype=torch.bfloat16, device="cuda")
+    k, v = (torch.randn(1, 2, 1, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    seqlens = torch.full((1,), 2, dtype=torch.int32, device="cuda")
+    k_pages, v_pages = (torch.zeros(1, 16, 1, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    k_pages[:, :2], v_pages[:, :2] = k, v
+    table = torch.zeros(1, 1, dtype=torch.int32, device="cuda")
+    weights = torch.softmax((q[0, 0].float() @ k[0, :, 0].float().T) * d ** -0.5, dim=-1)
+    expected = weights @ v[0, :, 0].float()
+    calls = {"decode": lambda: flashrtc.attention_with_kvcache(q, k, v, cache_seqlens=seqlens),
+             "decode paged": lambda: flashrtc.attention_with_kvcache(q, k_pages, v_pages, cache_seqlens=seqlens,
+                                                                     block_table=table)}
+    with torch.inference_mode():
+        for name, call in calls.items():
+            error = (call()[0, 0].float() - expected).abs().max().item()
+            if not error <= DECODE_TOLERANCE:
+                print(f"flashrtc's {name} disagrees with the float32 reference: max abs difference {error}",
+                      file=sys.stderr)
+                sys.exit(EXIT_MISMATCH)
+    prefill = lambda: flashrtc.attention(q_prefill, k_prefill, v_prefill)  # noqa: E731
+    return [(name, {"flashrtc": call, "prefill": prefill}) for name, call in calls.items()]
+
+
 def report(results, device, calls, repetitions, as_json):
     for name, medians in results:
-        ratio = medians["flashrtc"] / medians["sdpa"] if "sdpa" in medians else None
+        baseline = next((b for b in BASELINES if b in medians), None)
+        ratio = medians["flashrtc"] / medians[baseline] if baseline else None
         if as_json:
             print(json.dumps({"device": device, "shape": list(SHAPE), "dtype": "bfloat16", "call": name,
                               "calls": calls, "repetitions": repetitions,
                               **{f"{label}_us": round(us, 3) for label, us in medians.items()},
-                              "ratio": None if ratio is None else round(ratio, 3)}))
+                              "ratio": None if ratio is None else round(ratio, 3),
+                              **({"ratio_of": baseline} if baseline else {})}))
     if as_json:
         return
     print(f"{device}, bf16 {list(SHAPE)}, host us per call: median of {repetitions} x {calls} back-to-back calls")
     labels = list(results[0][1])
-    ratio_title = "   flashrtc/sdpa" if "sdpa" in labels else ""
+    baseline = next((b for b in BASELINES if b in labels), None)
+    ratio_title = f"   flashrtc/{baseline}" if baseline else ""
     print(f"  {'call':<14}" + "".join(f"{label:>12}" for label in labels) + ratio_title)
     for name, medians in results:
         line = f"  {name:<14}" + "".join(f"{medians[label]:>12.2f}" for label in labels)
-        if "sdpa" in medians:
-            line += f"   {medians['flashrtc'] / medians['sdpa']:>12.2f}x"
+        if baseline:
+            line += f"   {medians['flashrtc'] / medians[baseline]:>12.2f}x"
         print(line)
 
 
@@ -227,11 +267,15 @@ def main(argv=None):
     parser.add_argument("--stub-kernels", action="store_true",
                         help="no GPU, real torch: each path's Python cost on CPU stand-ins, C calls that return at once")
     parser.add_argument("--profile", metavar="ROW", help="cProfile flashrtc's calls of this row instead of the table")
+    parser.add_argument("--decode", action="store_true",
+                        help="attention_with_kvcache (contiguous and paged cache) beside the prefill forward (GPU)")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.repetitions < 1:
         parser.error("--calls and --repetitions must be >= 1")
     if args.fake and args.stub_kernels:
         parser.error("--fake and --stub-kernels exclude each other")
+    if args.decode and (args.fake or args.stub_kernels):
+        parser.error("--decode measures on the GPU: it excludes --fake and --stub-kernels")
     flashrtc = import_flashrtc()
 
     if args.fake:
@@ -257,7 +301,8 @@ def main(argv=None):
         print("host_overhead.py: no CUDA device: skipped", file=sys.stderr)
         return EXIT_SKIP
     else:
-        rows, synchronize, device = gpu_rows(flashrtc, torch), torch.cuda.synchronize, torch.cuda.get_device_name()
+        rows = decode_rows(flashrtc, torch) if args.decode else gpu_rows(flashrtc, torch)
+        synchronize, device = torch.cuda.synchronize, torch.cuda.get_device_name()
     if args.profile:
         profile(rows, args.profile, args.calls, synchronize)
         return 0

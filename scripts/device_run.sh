@@ -6,7 +6,9 @@
 # standard grid), bwd (`flashrtc bench --op bwd`, default and deterministic mode), compare (bench/compare.py; COMPARE_ARGS, e.g. "--dtype bf16", restricts it), sass (SASS
 # summary of every cached tensor-core kernel), tune (the tuner's gpu test, then issue 3's acceptance run:
 # a quick tune of bf16 d=128 N=4096, `flashrtc config` and `flashrtc run` in new processes), host (host
-# time per call: flashrtc_host_bench beside an empty kernel, bench/host_overhead.py beside SDPA), sanitize
+# time per call: flashrtc_host_bench beside an empty kernel and with the decode calls, bench/host_overhead.py
+# beside SDPA and with --decode beside the prefill call), decode (`flashrtc bench --op decode` over a few points,
+# then bench/compare.py --op decode over its grid), sanitize
 # (compute-sanitizer memcheck and racecheck over the gpu suite's sanitizer set and the graph test), compile
 # (cold NVRTC compile time of the sm_90a defaults, one compile at a time: bench/compile_time.py), ab (kernel
 # sources against each other through FLASHRTC_KERNEL_DIR: AB_VARIANTS, AB_ARGS, AB_PASSES; bench/ab_table.py).
@@ -137,6 +139,15 @@ fi
 if [[ " $steps " == *" host "* ]]; then
   "$D/flashrtc_host_bench" 2>&1 | tee "$OUT/host_overhead_cpp.log"
   python3 "$D/python/host_overhead.py" 2>&1 | tee "$OUT/host_overhead_python.log"
+  python3 "$D/python/host_overhead.py" --decode 2>&1 | tee "$OUT/host_overhead_decode_python.log"
+fi
+
+if [[ " $steps " == *" decode "* ]]; then
+  # attention_with_kvcache from C++ over a few of compare.py --op decode's points, contiguous and paged
+  "$FR" bench --op decode --dtype bf16 --head-dim 128 --heads 32 --heads-kv 8 --batch 1,8,32,128 \
+    --seqlen-kv 2048,8192,32768 --page-size 0,16,64 --json 2>&1 | tee "$OUT/bench_decode.jsonl"
+  python3 "$D/python/compare.py" --op decode --json 2>&1 >"$OUT/compare_decode.jsonl" | tee "$OUT/compare_decode.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/compare_decode.txt"
 fi
 
 if [[ " $steps " == *" compile "* ]]; then

@@ -1,6 +1,7 @@
 // `flashrtc bench`: forward attention over the standard grid (or given shapes), timed by its
 // protocol: kernels compiled and warmed first, fresh random normal inputs, the L2 cache evicted before each
-// timed launch, CUDA-event median, TFLOP/s = 4 B H Nq Nk d (halved when causal) / median.
+// timed launch, CUDA-event median, TFLOP/s = 4 B H Nq Nk d (halved when causal) / median. --op decode:
+// attention_with_kvcache by the same protocol, in GB/s (bench_decode.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_decode.hpp"
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
@@ -38,8 +40,12 @@ struct BenchOptions {
   std::string layout = tools::to_string(kDefaultLayout);
   int warmup = 10, iters = 100;
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
-  std::string op = "fwd";      // or "bwd": the backward of each point (2.5 x the forward's FLOPs: five products against two)
+  std::string op =
+      "fwd";  // or "bwd": the backward of each point (2.5 x the forward's FLOPs: five products against two)
   bool deterministic = false;  // bwd: BackwardParams::deterministic
+  DecodeOptions decode;        // decode: the cache's shapes
+  // Given on the command line: --op decode takes some of them and refuses the others.
+  CLI::Option *mask_option = nullptr, *layout_option = nullptr, *forward_only[4] = {};
   std::uint64_t seed = 1;
   TileOptions tile;
   TargetOptions target;
@@ -183,8 +189,8 @@ class Report {
 // Every point checked, and its specialization chosen for target, before any device work: a bad --shape
 // fails with exit 2 on any machine, naming the point.
 std::vector<KernelSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
-                                    const TileOptions& tile, const DeviceTarget& target,
-                                    const std::string& op) {
+                                   const TileOptions& tile, const DeviceTarget& target,
+                                   const std::string& op) {
   std::vector<KernelSpec> specs;
   for (const BenchPoint& point : points) {
     try {
@@ -256,7 +262,36 @@ std::vector<BenchShape> shapes_from(const BenchOptions& o) {
   return shapes;
 }
 
+int execute_decode_bench(const BenchOptions& o) {
+  for (const CLI::Option* option : o.forward_only)
+    if (option->count() > 0) throw UsageError(option->get_name() + " does not go with --op decode");
+  if (o.layout_option->count() > 0)
+    throw UsageError("--layout does not go with --op decode: q, o and the cache are [B, N, H, d]");
+  if (o.deterministic) throw UsageError("--deterministic goes with --op bwd");
+  DecodeBenchOptions d;
+  for (const std::string& name : o.dtypes) d.dtypes.push_back(dtype_from(name));
+  // The grid's default masks hold top-left causal, which a cache refuses: decode defaults to none.
+  if (o.mask_option->count() > 0)
+    for (const std::string& name : o.masks) d.masks.push_back(mask_from(name));
+  else
+    d.masks = {MaskKind::kNone};
+  d.head_dims = o.head_dims;
+  d.decode = &o.decode;
+  d.tile = &o.tile;
+  d.target = &o.target;
+  d.warmup = o.warmup;
+  d.iters = o.iters;
+  d.no_l2_flush = o.no_l2_flush;
+  d.lse = o.lse;
+  d.json = o.json;
+  d.dry_run = o.dry_run;
+  d.seed = o.seed;
+  return run_decode_bench(d);
+}
+
 int execute_bench(const BenchOptions& o) {
+  o.decode.check_mode(o.op);
+  if (o.op == "decode") return execute_decode_bench(o);
   if (!o.plot_path.empty()) check_plot_target(o.plot_path);  // before any measurement, not after
   if (!o.from_path.empty()) {
     const PlotResult plot = render_plot(
@@ -357,10 +392,13 @@ Command add_bench_command(CLI::App& parent) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(dtype_validator());
-  app->add_option("--mask", o->masks, "masks, comma-separated: none, causal (top-left), causal-br")
-      ->delimiter(',')
-      ->capture_default_str()
-      ->check(mask_validator());
+  o->mask_option =
+      app->add_option("--mask", o->masks,
+                      "masks, comma-separated: none, causal (top-left), causal-br (--op decode: none, the "
+                      "default, or causal-br)")
+          ->delimiter(',')
+          ->capture_default_str()
+          ->check(mask_validator());
   CLI::Option* head_dim = app->add_option("--head-dim", o->head_dims, "grid head dims (H = 2048 / d)")
                               ->delimiter(',')
                               ->capture_default_str()
@@ -369,19 +407,24 @@ Command add_bench_command(CLI::App& parent) {
                             ->delimiter(',')
                             ->capture_default_str()
                             ->check(count_validator());
-  app->add_option("--shape", o->shapes,
-                  "B,H,N,d[,Nk[,Hkv]] instead of the grid (repeatable): key length Nk and kv heads Hkv "
-                  "default to N and H")
-      ->excludes(head_dim)
-      ->excludes(seqlen);
-  app->add_option("--layout", o->layout,
-                  "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
-      ->capture_default_str()
-      ->check(layout_validator());
+  CLI::Option* shape =
+      app->add_option("--shape", o->shapes,
+                      "B,H,N,d[,Nk[,Hkv]] instead of the grid (repeatable): key length Nk and kv heads Hkv "
+                      "default to N and H")
+          ->excludes(head_dim)
+          ->excludes(seqlen);
+  o->layout_option = app->add_option("--layout", o->layout,
+                                     "bhnd = [B,H,N,d] (the peers' tensors), bnhd = [B,N,H,d]; contiguous")
+                         ->capture_default_str()
+                         ->check(layout_validator());
   add_timing_options(*app, o->warmup, o->iters, "per point", " (at least one runs)");
   app->add_flag("--no-l2-flush", o->no_l2_flush, "keep the L2 cache warm between timed launches");
   app->add_flag("--lse", o->lse, "also write the log-sum-exp (as a training forward would)");
-  add_op_option(*app, o->op, "the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's FLOPs");
+  add_op_option(
+      *app, o->op, "the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's FLOPs",
+      "attention_with_kvcache over a cache of each --batch x --seqlen-kv x --page-size (and "
+      "--dtype, --head-dim, --mask), random data, a shuffled block table when paged, every sequence "
+      "holding --seqlen-kv tokens: microseconds and GB/s of the K/V read plus q and o");
   app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode (no atomics)");
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
@@ -397,11 +440,17 @@ Command add_bench_command(CLI::App& parent) {
                                       "either plotter, or for FILE.gp, "
                                       "only these are written)")
                           ->excludes(dry_run);
-  app->add_option("--from", o->from_path,
-                  "with --plot: draw the rows of an earlier `bench --json` (or bench/compare.py --json) "
-                  "from this file instead of measuring (no GPU needed; a regular file of at most " +
-                      format_bytes(double(kMaxBenchRowsBytes)) + ")")
-      ->needs(plot);
+  CLI::Option* from =
+      app->add_option("--from", o->from_path,
+                      "with --plot: draw the rows of an earlier `bench --json` (or bench/compare.py --json) "
+                      "from this file instead of measuring (no GPU needed; a regular file of at most " +
+                          format_bytes(double(kMaxBenchRowsBytes)) + ")")
+          ->needs(plot);
+  o->decode.add_to(*app, true);
+  o->forward_only[0] = shape;
+  o->forward_only[1] = seqlen;
+  o->forward_only[2] = plot;
+  o->forward_only[3] = from;
   o->tile.add_to(*app);
   o->target.add_to(
       *app, "with --dry-run: choose the tiles for this arch's limits, e.g. sm_90a (default: the GPU's)");

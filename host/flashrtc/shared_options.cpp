@@ -20,10 +20,15 @@ CLI::Validator count_validator() {
       "1.." + std::to_string(kMaxCount));
 }
 
-CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help) {
-  return app.add_option("--op", op, "fwd, or bwd: " + bwd_help)
+CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help,
+                           const std::string& decode_help) {
+  if (decode_help.empty())
+    return app.add_option("--op", op, "fwd, or bwd: " + bwd_help)
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fwd", "bwd"}));
+  return app.add_option("--op", op, "fwd; bwd: " + bwd_help + "; or decode: " + decode_help)
       ->capture_default_str()
-      ->check(CLI::IsMember({"fwd", "bwd"}));
+      ->check(CLI::IsMember({"fwd", "bwd", "decode"}));
 }
 
 namespace {

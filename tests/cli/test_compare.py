@@ -1,5 +1,6 @@
 """bench/compare.py without a GPU or torch: the grid it runs, the ratio table and its summary, the
-tolerance rule, --from-json, and its messages for a missing peers script or matplotlib.
+tolerance rule, --from-json, and its messages for a missing peers script or matplotlib; --op decode's grid,
+bytes, table and --from-json.
 
 Usage: python3 tests/cli/test_compare.py
 """
@@ -110,6 +111,65 @@ class Table(unittest.TestCase):
         self.assertAlmostEqual(compare.allowed_error(0.0, 0.0, 2 ** -10), 1e-3 * 2 ** -10)  # floor on max|o|
 
 
+def decode_row(provider, us=None, b=8, hq=32, hkv=8, nk=32768, d=128, **extra):
+    r = dict(provider=provider, mode="decode", dtype="bfloat16", B=b, H=hq, Hkv=hkv, N=1, Nk=nk, d=d)
+    r["bytes"] = compare.decode_bytes("bfloat16", b, hq, hkv, 1, nk, d)
+    if provider == "copy":
+        r["bytes"] = 2 * compare.kv_bytes("bfloat16", b, hkv, nk, d)
+    if us is None:
+        r["error"] = "RuntimeError: refused"
+    else:
+        r.update(us=us, gbps=round(r["bytes"] / (us * 1e-6) / 1e9, 1))
+    r.update(extra)
+    return r
+
+
+class Decode(unittest.TestCase):
+    def test_default_grid_skips_the_points_over_40_gb(self):
+        a = compare.parse_args(["--op", "decode"])
+        self.assertEqual((a.dtypes, a.head_dims, a.page_sizes, a.seqlen_q), (["bfloat16"], [128, 64], [0, 16, 64], 1))
+        self.assertEqual(a.peer_names, ["sdpa-cudnn", "sdpa-flash"])
+        points, skipped = compare.decode_grid(a.dtypes, a.head_dims, a.heads_pairs, a.batches, a.seqlens_kv,
+                                              a.seqlen_q, a.max_kv_gb)
+        self.assertEqual(len(points) + len(skipped), 1 * 2 * 4 * 4 * 4)
+        self.assertEqual(points[0], ("bfloat16", 1, 32, 8, 1, 2048, 128))
+        for (dtype, b, hq, hkv, nq, nk, d) in points + skipped:
+            kv = 2 * b * hkv * nk * d * 2
+            self.assertEqual(compare.kv_bytes(dtype, b, hkv, nk, d), kv)
+            self.assertEqual((dtype, b, hq, hkv, nq, nk, d) in skipped, kv > 40e9)
+        self.assertIn(("bfloat16", 128, 32, 32, 1, 131072, 128), skipped)  # 275 GB
+        self.assertIn(("bfloat16", 128, 32, 8, 1, 32768, 128), points)   # 17 GB
+        self.assertEqual(compare.decode_bytes("bfloat16", 8, 32, 8, 1, 32768, 128),
+                         2 * 8 * 8 * 32768 * 128 * 2 + 2 * 8 * 32 * 128 * 2)
+
+    def test_bad_decode_arguments(self):
+        for args in (["--heads", "32/5"], ["--heads", "32"], ["--page-size", "12"], ["--batch", "0"],
+                     ["--seqlen-kv", "x"]):
+            with self.subTest(args=args):
+                self.assertEqual(run("--op", "decode", *args).returncode, 2)
+
+    def test_table_ratio_fraction_and_expanded_heads(self):
+        rows = [decode_row("flashrtc", 250.0, page_size=0, max_abs_err=1e-3, sdpa_max_abs_err=2e-3),
+                decode_row("flashrtc-paged", 270.0, page_size=16), decode_row("flashrtc-paged", 260.0, page_size=64),
+                decode_row("sdpa-cudnn", 500.0, kv_expanded=True), decode_row("sdpa-flash"),
+                decode_row("copy", 400.0),
+                decode_row("flashrtc", 40.0, b=1, page_size=0), decode_row("sdpa-cudnn", 20.0, b=1)]
+        heading, lines, summary = compare.decode_table(rows)
+        self.assertEqual(heading[1].split("|")[1].split(),
+                         ["flashrtc", "paged16", "paged64", "sdpa-cudnn", "sdpa-flash", "copy"])
+        self.assertEqual(len(lines), 2)
+        self.assertTrue(lines[0].split()[3] == "1")  # B=1 first
+        cells = lines[1].split("|")
+        self.assertEqual(cells[1].split(), ["250.0/4296", "270.0/3977", "260.0/4130", "500.0/2148*", "error",
+                                            "400.0/5369"])
+        self.assertEqual(cells[2].split(), ["2.00", "0.80"])  # cudnn's time over flashrtc's; of the copy's GB/s
+        self.assertIn("1.0e-03 (2.0e-03)", cells[3])
+        self.assertIn("bf16 decode: sdpa-cudnn / flashrtc time: geometric mean 1.00 over 2 points, 1 below 1",
+                      summary)
+        self.assertIn("bf16 decode: flashrtc's fraction of the copy's GB/s: median 0.80, lowest 0.80 over 1 points",
+                      summary)
+
+
 class FromJson(unittest.TestCase):
     def write(self, rows):
         f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
@@ -124,6 +184,24 @@ class FromJson(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("1.10", r.stdout)
         self.assertIn("geometric mean 1.10 over 1 shapes", r.stdout)
+
+    def test_decode_rows_beside_forward_rows(self):
+        path = self.write([row("flashrtc", 330.0, max_abs_err=1e-3, sdpa_max_abs_err=1e-3), row("sdpa-flash", 300.0),
+                           decode_row("flashrtc", 250.0, page_size=0), decode_row("sdpa-cudnn", 300.0),
+                           decode_row("copy", 400.0)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("geometric mean 1.10 over 1 shapes", r.stdout)
+        self.assertIn("bf16 decode: sdpa-cudnn / flashrtc time: geometric mean 1.20 over 1 points", r.stdout)
+        self.assertIn("250.0/4296", r.stdout)
+
+    def test_a_recorded_decode_mismatch_fails(self):
+        path = self.write([decode_row("flashrtc-paged", None, page_size=16, mismatch=True, max_abs_err=0.5,
+                                      sdpa_max_abs_err=1e-3)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("MISMATCH", r.stdout)
+        self.assertIn("FAILED", r.stderr)
 
     def test_a_recorded_mismatch_fails(self):
         path = self.write([row("flashrtc", None, mismatch=True, max_abs_err=0.5, sdpa_max_abs_err=1e-3)])

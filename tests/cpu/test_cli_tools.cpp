@@ -567,10 +567,16 @@ TEST_CASE("--iters, --warmup and --op mean the same in every command; --repeats 
     CHECK(help.out.find("--warmup INT:INT in [0 - 1000000]") != std::string::npos);
     CHECK(help.out.find("--repeats") == std::string::npos);
   }
-  for (const char* command : {"compile", "config", "bench", "tune"})
+  for (const char* command : {"compile", "tune"})
     CHECK_MESSAGE(box.run({command, "--help"}).out.find("--op TEXT:{fwd,bwd}=fwd     fwd, or bwd: ") !=
                       std::string::npos,
                   command);
+  for (const char* command : {"config", "bench"}) {  // the commands that also take decode
+    const std::string help = box.run({command, "--help"}).out;
+    CHECK_MESSAGE(help.find("--op TEXT:{fwd,bwd,decode}=fwd\n") != std::string::npos, command);
+    CHECK_MESSAGE(help.find(" fwd; bwd: ") != std::string::npos, command);
+    CHECK_MESSAGE(help.find("; or decode: ") != std::string::npos, command);
+  }
   const std::vector<std::string> dry = {"tune", "--dry-run",  "--arch", "sm_80",    "--dtype",
                                         "bf16", "--head-dim", "64",     "--seqlen", "512"};
   Result r = box.run(with(dry, {"--repeats", "5"}));
