@@ -108,7 +108,9 @@ TEST_CASE(
   test::ConfigOverride config(memory_only_config());
   std::vector<Job> jobs;
   for (const KernelFamily* family : kernel_families()) {
-    if (family->operation == Operation::kForward) continue;
+    // The backward's four operations (kBackward to kBackwardDqConvert); the forward and decode families have
+    // suites of their own.
+    if (family->operation < Operation::kBackward || family->operation > Operation::kBackwardDqConvert) continue;
     for (DType dtype : family->dtypes)
       for (int head_dim : kHeadDims)
         for (MaskKind mask : kMasks) {
