@@ -52,7 +52,7 @@ test: build
 # fails its test. Not run there: the Python binding (a sanitized library in an uninstrumented python) and
 # the install and build-tree tests (outside projects built without sanitizers).
 SANITIZE_DIR ?= build-asan
-SANITIZE_SKIP ?= python_binding|install_example|build_tree_example
+SANITIZE_SKIP ?= python_binding|python_kvcache|install_example|build_tree_example
 # Leak detection needs no suppressions: NVRTC's and the driver's allocations are not reported.
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1 \
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
