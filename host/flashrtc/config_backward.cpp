@@ -47,11 +47,11 @@ std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool dete
   call.seqlen_kv = query.seqlen_kv;
   call.deterministic = deterministic;
   std::vector<BackwardKernel> kernels;
-  for (Operation op : backward_operations(deterministic)) {
+  for (Operation op : backward_operations(call, target.arch)) {
     ConfigQuery q = config_query(call, op);
     q.traits = query.traits;  // the call has no tensors here: the traits are the query's
     kernels.push_back(
-        {op, q, op == Operation::kBackward ? tile.resolve(q, target) : resolve_config(q, target)});
+        {op, q, op == Operation::kBackward || op == Operation::kBackwardFused ? tile.resolve(q, target) : resolve_config(q, target)});
   }
   return kernels;
 }

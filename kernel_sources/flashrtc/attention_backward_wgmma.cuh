@@ -1,6 +1,7 @@
 #pragma once
-// Backward attention's main kernel for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: dK and dV by
-// TMA, wgmma and warp specialization. dQ comes from the separate pass (Operation::kBackwardDq).
+// Backward attention's main kernels for Hopper (sm_90a), fp16 / bf16 with fp32 accumulation: dK and dV by
+// TMA, wgmma and warp specialization; attention_backward_wgmma leaves dQ to the separate pass
+// (Operation::kBackwardDq), attention_backward_wgmma_fused adds it into the fp32 workspace itself.
 //
 // One thread block owns block_n keys of one (batch, kv head), 64 per consumer warp group, and visits every
 // (query head of the kv head's group, query block) pair that sees any of its keys, in the order of the mma
@@ -15,6 +16,14 @@
 //   dK  += dS^T Q     likewise.
 // dK and dV stay in registers across the whole group, so the sum over its query heads needs no atomics; each
 // consumer warp arrives on the stage's "empty" barrier once its products have read Q and dO.
+//
+// The fused kernel also forms dQ += dS K per pair, the fifth product: every group stores its dS^T slice
+// transposed (stmatrix) as 64 keys of the K-major dS tile, all consumer groups meet at a named barrier, and
+// the tile's 64 x 64 units of dQ = dS K (wgmma, dS and K from shared memory) are spread over the groups,
+// which store them, scaled, into a padded fp32 tile. Warp 1 of the producer group then adds that tile's valid
+// rows into the workspace with bulk reduce-adds (cp.reduce.async.bulk) and frees it: dQ's sum over key blocks
+// runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes the
+// separate pass).
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
@@ -67,15 +76,13 @@ struct BackwardKeyBlock {
 
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = block_m for Q and dO, block_n for K and V.
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
-__global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_backward_wgmma(const __grid_constant__ kernel::BackwardParams p,
-                             const __grid_constant__ TmaDescriptor q_map,
-                             const __grid_constant__ TmaDescriptor k_map,
-                             const __grid_constant__ TmaDescriptor v_map,
-                             const __grid_constant__ TmaDescriptor do_map) {
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kFused>
+__device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParams& p, const TmaDescriptor& q_map,
+                                                     const TmaDescriptor& k_map, const TmaDescriptor& v_map,
+                                                     const TmaDescriptor& do_map) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
-  constexpr WgmmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
+  constexpr WgmmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, kFused};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper backward kernel");
   constexpr int kConsumers = kShape.consumer_groups();
   constexpr int kPanelBytes = kShape.panel_bytes();
@@ -89,19 +96,28 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr int kQSteps = kBlockM / 16;   // k-steps of dV and dK
   using Block = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
   constexpr bool kOverlapDv = kShape.overlap_dv();
+  constexpr int kUnitCols = kShape.dq_unit_columns();
+  constexpr int kUnits = kShape.dq_units();
+  constexpr int kColumnUnits = kHeadDim / kUnitCols;
+  constexpr int kKeySteps = kBlockN / 16;  // k-steps of dQ
 
   extern __shared__ unsigned char smem_raw[];
-  // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; statistics [stage][lse | D]; barriers.
+  // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; (fused) dS [2][key panel][block_m rows]
+  // and dQ [block_m][head_dim + 8] fp32; statistics [stage][lse | D]; barriers.
   const unsigned raw = shared_address(smem_raw);
   const unsigned k_smem = (raw + 1023u) & ~1023u;
   const unsigned v_smem = k_smem + kKVBytes;
   const unsigned q_smem = v_smem + kKVBytes;
   const unsigned do_smem = q_smem + kStages * kQBytes;
-  const unsigned stats_smem = do_smem + kStages * kQBytes;
+  const unsigned ds_smem = do_smem + kStages * kQBytes;
+  const unsigned dq_smem = ds_smem + 2u * kShape.ds_tile_bytes();
+  const unsigned stats_smem = do_smem + kStages * kQBytes + kShape.dq_bytes();
   const unsigned barriers = stats_smem + kShape.stats_buffers() * kShape.stats_bytes();
   const unsigned kv_full = barriers;
   const auto q_full = [&](int stage) { return barriers + 8u * (1 + stage); };
   const auto q_empty = [&](int stage) { return barriers + 8u * (1 + kStages + stage); };
+  const unsigned dq_full = barriers + 8u * (1 + 2 * kStages);
+  const unsigned dq_empty = dq_full + 8u;
   const auto stats = [&](int buffer) {  // lse_log2[block_m], then D[block_m]
     return reinterpret_cast<float*>(smem_raw + (stats_smem - raw) + buffer * kShape.stats_bytes());
   };
@@ -121,6 +137,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(q_full(s), 1);
       mbarrier_init(q_empty(s), kConsumerWarps);
+    }
+    if constexpr (kFused) {
+      mbarrier_init(dq_full, kConsumerWarps);
+      mbarrier_init(dq_empty, 1);
     }
     fence_barrier_init();
   }
@@ -152,6 +172,28 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           tma_load_4d(do_smem + offset, do_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
         }
       });
+    }
+    if constexpr (kFused) {
+      if (warp == 1) {
+        // Pair j's tile is full once every consumer warp has arrived (phase j); each lane adds rows
+        // lane, lane + 32, ... that lie inside the sequence, then the tile is free again once they are read.
+        int pair = 0;
+        block.template for_each_pair<kStages>(p, [&](int head, int m0, int, unsigned) {
+          mbarrier_wait(dq_full, pair & 1);
+          float* const rows = p.dq_accum + ((static_cast<long long>(block.batch) * p.heads_q + head) *
+                                                p.seqlen_q + m0) * kHeadDim;
+          const int valid = min(kBlockM, p.seqlen_q - m0);
+          for (int r = lane; r < valid; r += 32)
+            bulk_reduce_add_f32(rows + static_cast<long long>(r) * kHeadDim, dq_smem + r * kShape.dq_row_bytes(),
+                                kHeadDim * 4);
+          tma_store_commit();
+          tma_store_wait_read();
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(dq_empty);
+          ++pair;
+        });
+        bulk_wait_all();
+      }
     }
     return;
   }
@@ -214,6 +256,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   if (block.total > 0) fetch_stats(block.kv_head * p.kv_group, block.m_begin * kBlockM);
   int pairs = 0;
   block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
+    const int pair = pairs;
     const unsigned q_tile = q_smem + stage * kQBytes;
     const unsigned do_tile = do_smem + stage * kQBytes;
     mbarrier_wait(q_full(stage), phase);
@@ -279,17 +322,89 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     unsigned ds_frag[kQSteps][4];
     pack_a_fragments<T>(acc_dp, ds_frag);
 
+    if constexpr (kFused) {
+      // This group's 64 keys of dS, transposed into key panel `consumer` of the pair's dS buffer: matrix j of
+      // a step holds keys + 8 * (j % 2) and queries 16 * step + 8 * (j / 2); lane 8j + i addresses query i.
+      const unsigned ds_panel = ds_smem + (pair & 1) * kShape.ds_tile_bytes() + consumer * kBlockM * 128u;
+      const int j = lane / 8;
+      const int key_byte = 2 * (16 * warp_in_group + 8 * (j % 2));
+#pragma unroll
+      for (int step = 0; step < kQSteps; ++step)
+        stmatrix_x4_trans(ds_panel + SwizzledPanel<128>::offset(16 * step + 8 * (j / 2) + lane % 8, key_byte),
+                          ds_frag[step]);
+      fence_async_shared();
+      named_barrier_sync(1 + kConsumers, 128 * kConsumers);
+    }
+
     wgmma_fence();
     if constexpr (!kOverlapDv) issue_gradient(acc_dv, p_frag, do_tile);
     issue_gradient(acc_dk, ds_frag, q_tile);
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_hold(acc_dv);
-    wgmma_hold(acc_dk);
-    wgmma_hold(p_frag);
-    wgmma_hold(ds_frag);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(q_empty(stage));
+    if constexpr (kFused) {
+      // Units of the pair go to the groups in turn, continuing from the previous pair's.
+      int unit = ((consumer - pair * kUnits) % kConsumers + kConsumers) % kConsumers;
+      bool first = true;
+#pragma unroll 1
+      for (; unit < kUnits; unit += kConsumers) {
+        const int m_unit = unit / kColumnUnits, n_unit = unit % kColumnUnits;
+        float acc_dq[kUnitCols / 2];
+        const unsigned long long a_desc = make_smem_descriptor<128>(
+            ds_smem + (pair & 1) * kShape.ds_tile_bytes() + m_unit * 64u * 128u, 16, 8 * 128);
+        const unsigned long long b_desc = make_smem_descriptor<kPanelBytes>(
+            k_smem + (n_unit * kUnitCols / kPanelElements) * unsigned(kBlockN) * kPanelBytes,
+            unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int step = 0; step < kKeySteps; ++step) {
+          const unsigned long long a =
+              advance_descriptor(a_desc, (step / 4) * unsigned(kBlockM) * 128u + (step % 4) * 32u);
+          const unsigned long long b = advance_descriptor(b_desc, step * 16u * kPanelBytes);
+          Wgmma<T, kUnitCols>::template ss<1>(acc_dq, a, b, step > 0);
+        }
+        wgmma_commit();
+        if (first) {  // dK and dV are done with Q and dO
+          wgmma_wait<1>();
+          wgmma_hold(acc_dv);
+          wgmma_hold(acc_dk);
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(q_empty(stage));
+        }
+        wgmma_wait<0>();
+        wgmma_hold(acc_dq);
+        if (first) mbarrier_wait(dq_empty, (pair & 1) ^ 1);  // the writer has read the previous pair's tile
+        first = false;
+        float* const dq_tile = reinterpret_cast<float*>(smem_raw + (dq_smem - raw));
+#pragma unroll
+        for (int t = 0; t < kUnitCols / 8; ++t)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = 64 * m_unit + 16 * warp_in_group + lane / 4 + 8 * h;
+            const int col = n_unit * kUnitCols + 8 * t + 2 * (lane % 4);
+            *reinterpret_cast<float2*>(dq_tile + row * (kHeadDim + 8) + col) =
+                make_float2(acc_dq[4 * t + 2 * h] * p.scale, acc_dq[4 * t + 2 * h + 1] * p.scale);
+          }
+      }
+      if (first) {  // no unit this pair
+        wgmma_wait<0>();
+        wgmma_hold(acc_dv);
+        wgmma_hold(acc_dk);
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(q_empty(stage));
+      }
+      wgmma_hold(p_frag);
+      wgmma_hold(ds_frag);
+      fence_async_shared();
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(dq_full);
+    } else {
+      wgmma_wait<0>();
+      wgmma_hold(acc_dv);
+      wgmma_hold(acc_dk);
+      wgmma_hold(p_frag);
+      wgmma_hold(ds_frag);
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(q_empty(stage));
+    }
   });
 
   // dK (times the softmax scale) and dV of this lane's keys; keys past the end are not stored.
@@ -308,6 +423,28 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           pack2<T>(acc_dv[4 * t + 2 * h], acc_dv[4 * t + 2 * h + 1]);
     }
   }
+}
+
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_backward_wgmma(const __grid_constant__ kernel::BackwardParams p,
+                             const __grid_constant__ TmaDescriptor q_map,
+                             const __grid_constant__ TmaDescriptor k_map,
+                             const __grid_constant__ TmaDescriptor v_map,
+                             const __grid_constant__ TmaDescriptor do_map) {
+  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, false>(p, q_map, k_map, v_map,
+                                                                                    do_map);
+}
+
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_backward_wgmma_fused(const __grid_constant__ kernel::BackwardParams p,
+                                   const __grid_constant__ TmaDescriptor q_map,
+                                   const __grid_constant__ TmaDescriptor k_map,
+                                   const __grid_constant__ TmaDescriptor v_map,
+                                   const __grid_constant__ TmaDescriptor do_map) {
+  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, true>(p, q_map, k_map, v_map,
+                                                                                   do_map);
 }
 
 }  // namespace flashrtc

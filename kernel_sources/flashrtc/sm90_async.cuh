@@ -91,6 +91,20 @@ __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
+// Adds `bytes` (a multiple of 16) of fp32 from shared memory into global memory element by element, as one
+// asynchronous bulk operation of this thread's bulk group (committed by tma_store_commit). Both addresses
+// 16-byte aligned.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* global, unsigned src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+
+// Waits until this thread's committed bulk operations have completed, writes included.
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // Orders this thread's ordinary shared-memory writes before later async-proxy reads (TMA store, wgmma).
 __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

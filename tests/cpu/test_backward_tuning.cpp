@@ -129,8 +129,8 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   CHECK(launched.config == tuned);
 
   // The pre-pass and the dQ pass have keys of their own; the forward of the same shape too.
-  for (Operation op : backward_operations(false)) {
-    if (op == Operation::kBackward) continue;
+  for (Operation op : backward_operations(call, target.arch)) {
+    if (op == Operation::kBackward || op == Operation::kBackwardFused) continue;
     const ConfigResolution other_kernel = resolve_config(config_query(call, op), target);
     CHECK(other_kernel.source == ConfigSource::kDefault);
     CHECK(other_kernel.tuning_key->family != "bwd-mma");

@@ -204,14 +204,13 @@ inline std::vector<unsigned char> download(const DeviceBuffer& buffer) {
 inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
   const DeviceTarget target = current_device_target().value_or(no_device_target());
   std::vector<KernelSpec> specs;
-  for (const BackwardCase& c : cases)
-    for (Operation op : backward_operations(c.deterministic)) {
-      ConfigQuery q;
-      q.dtype = c.dtype, q.head_dim = c.head_dim, q.mask = c.mask, q.seqlen_q = c.seqlen_q,
-      q.seqlen_kv = c.seqlen_kv;
-      q.operation = op;
-      if (op == Operation::kBackward) q.explicit_config = c.config;
-      if (op == Operation::kBackwardDq) q.explicit_config = c.dq_config;
+  for (const BackwardCase& c : cases) {
+    BackwardParams call;  // the case's shape without tensors
+    call.dtype = c.dtype, call.head_dim = c.head_dim, call.mask = c.mask, call.seqlen_q = c.seqlen_q,
+    call.seqlen_kv = c.seqlen_kv, call.deterministic = c.deterministic, call.config = c.config,
+    call.dq_config = c.dq_config;
+    for (Operation op : backward_operations(call, target.arch)) {
+      const ConfigQuery q = config_query(call, op);
       const ConfigResolution r = resolve_config(q, target);
       const KernelSpec spec{c.dtype, c.head_dim, c.mask, r.config, r.family};
       const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
@@ -220,6 +219,7 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
       });
       if (!known) specs.push_back(spec);
     }
+  }
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)

@@ -31,9 +31,9 @@
 namespace flashrtc {
 
 /// What a family computes. Each operation has its own parameter struct (ForwardParams for kForward). The
-/// backward pass is four kernels, each an operation of its own families: the pre-pass (D = rowsum(dO * O)),
-/// the main kernel (dK, dV, and dQ by atomics), the deterministic mode's dQ pass, and the conversion of the
-/// atomics' fp32 dQ. Attention over a KV cache (attention_kvcache.hpp) is up to three: the append of new
+/// backward pass is three kernels, each an operation of its own families: the pre-pass (D = rowsum(dO * O)),
+/// then either the fused main kernel (dK, dV, and dQ added into an fp32 workspace) and the conversion of that
+/// workspace, or (deterministic) the main kernel for dK and dV and a separate atomic-free dQ pass. Attention over a KV cache (attention_kvcache.hpp) is up to three: the append of new
 /// keys into the cache, the decode attention, and the combine of its key splits; merge_states is one more.
 enum class Operation : int {
   kForward = 0,
@@ -44,10 +44,11 @@ enum class Operation : int {
   kDecode = 5,
   kDecodeCombine = 6,
   kKvAppend = 7,
-  kMergeStates = 8
+  kMergeStates = 8,
+  kBackwardFused = 9
 };
 /// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert", "decode", "decode-combine",
-/// "kv-append", "merge-states".
+/// "kv-append", "merge-states", "backward-fused".
 FLASHRTC_API const char* to_string(Operation op);
 
 /// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family

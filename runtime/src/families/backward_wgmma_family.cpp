@@ -1,6 +1,7 @@
-// Backward attention's main kernel for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
-// kernel_sources/flashrtc/attention_backward_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls it
-// cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall back to that family.
+// Backward attention's main kernels for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
+// kernel_sources/flashrtc/attention_backward_wgmma.cuh. bwd-wgmma (dK and dV) ranks above the mma.sync family
+// on sm_90a; calls it cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall
+// back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused).
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/hopper_rules.hpp"
@@ -14,6 +15,10 @@ namespace {
 
 WgmmaBackwardShape shape(const KernelSpec& s) {
   return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
+WgmmaBackwardShape fused_shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, true};
 }
 
 // One block per (batch, kv head, block_n keys), as the mma kernel's, and the four maps the kernel reads.
@@ -49,10 +54,32 @@ KernelFamily describe() {
   return f;
 }
 
+KernelFamily describe_fused() {
+  KernelFamily f;
+  f.name = "bwd-wgmma-fused";
+  f.operation = Operation::kBackwardFused;
+  use_hopper_rules(f, 128);
+  f.header = "flashrtc/attention_backward_wgmma.cuh";
+  f.kernel_template = "flashrtc::attention_backward_wgmma_fused";
+  f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  f.tile_axes = {{64, 128}, {128, 192}, {12, 16}, {2, 3}};
+  f.defaults = {
+      {128, {{{64, 128, 12, 2}}}, "dQ's products take 64 queries; 128 queries spill S^T and dP^T"},
+  };
+  use_shape_rules<fused_shape>(f);
+  f.build_launch = build_launch;
+  return f;
+}
+
 }  // namespace
 
 const KernelFamily& backward_wgmma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_wgmma_fused_family() {
+  static const KernelFamily family = describe_fused();
   return family;
 }
 

@@ -67,6 +67,7 @@ const char* to_string(Operation op) {
     case Operation::kDecodeCombine: return "decode-combine";
     case Operation::kKvAppend: return "kv-append";
     case Operation::kMergeStates: return "merge-states";
+    case Operation::kBackwardFused: return "backward-fused";
   }
   return "unknown";
 }

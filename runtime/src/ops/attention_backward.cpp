@@ -1,14 +1,15 @@
-// attention_backward: FlashAttention-2's backward as up to four kernels on the call's stream, each resolved
-// through the family table like a forward call:
-//   bwd-prep                      D = rowsum(dO * O) and, unless deterministic, the fp32 dQ workspace zeroed;
-//   bwd-wgmma / bwd-mma (main)    dK and dV (sm_90a: TMA and wgmma; elsewhere mma.sync, which in the atomic
-//                                 mode also adds dQ into the workspace);
-//   bwd-dq-convert                the workspace into d_q                                  (atomic mode);
-//   bwd-dq-wgmma / bwd-dq-mma     dQ in a separate atomic-free pass over query blocks     (default).
-// The separate pass is the default: measured faster on an H200 (bf16 d=128, N=4096: 168 TFLOP/s against the
-// atomic mode's 127; d=64 169 against 131; docs/performance-history.md), so every call is deterministic. The atomic
-// mode stays for GPUs where it may win; kAtomicDq turns it on for non-deterministic calls (the Hopper main
-// kernel adds no dQ: that mode would first have to route those calls to bwd-mma).
+// attention_backward: FlashAttention-2's backward as three kernels on the call's stream, each resolved through
+// the family table like a forward call:
+//   bwd-prep                           D = rowsum(dO * O) and, for the fused kernel, the fp32 dQ workspace
+//                                      zeroed;
+// then by default, where a fused family serves the call (sm_90a):
+//   bwd-wgmma-fused                    dK, dV, and dQ added into the workspace (five products in one kernel);
+//   bwd-dq-convert                     the workspace into d_q;
+// or for deterministic calls and elsewhere:
+//   bwd-wgmma / bwd-mma (main)         dK and dV;
+//   bwd-dq-wgmma / bwd-dq-mma          dQ in a separate atomic-free pass over query blocks (two more products).
+// The mma.sync main kernel can add dQ itself too (when given a workspace), but on an H200 that ran slower than
+// its separate pass (bf16 d=128, N=4096: 127 TFLOP/s against 168), so no operation routes there.
 #include "flashrtc/attention_backward.hpp"
 
 #include "driver/launch.hpp"
@@ -18,12 +19,11 @@
 #include "flashrtc/error.hpp"
 #include "ops/backward_validation.hpp"
 #include "ops/call_plan.hpp"
+#include "ops/call_traits.hpp"
 
 namespace flashrtc {
 
 namespace {
-
-constexpr bool kAtomicDq = false;
 
 std::size_t round_up(std::size_t bytes) {
   return (bytes + detail::kScratchAlignBytes - 1) / detail::kScratchAlignBytes * detail::kScratchAlignBytes;
@@ -38,15 +38,23 @@ void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& back
 
 }  // namespace
 
-std::array<Operation, 3> backward_operations(bool deterministic) {
-  const bool separate_dq = deterministic || !kAtomicDq;
-  return {Operation::kBackwardPrep, Operation::kBackward,
-          separate_dq ? Operation::kBackwardDq : Operation::kBackwardDqConvert};
+std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch) {
+  const auto fused = [&] {
+    if (p.deterministic) return false;
+    const int head_dim = static_cast<int>(p.head_dim);
+    const std::vector<const KernelFamily*> families = serving_kernel_families(
+        Operation::kBackwardFused, p.dtype, head_dim, arch, detail::backward_call_traits(p));
+    if (families.empty()) return false;
+    return !p.config || families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
+  };
+  if (fused()) return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
+  return {Operation::kBackwardPrep, Operation::kBackward, Operation::kBackwardDq};
 }
 
 const std::optional<TileConfig>* explicit_tile(const BackwardParams& p, Operation op) {
   switch (op) {
     case Operation::kBackward:
+    case Operation::kBackwardFused:
       return &p.config;
     case Operation::kBackwardDq:
       return &p.dq_config;
@@ -74,7 +82,8 @@ double attention_backward_flops(const BackwardParams& p) {
 
 void attention_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
-  const std::array<Operation, 3> ops = backward_operations(p.deterministic);
+  const std::array<Operation, 3> ops =
+      backward_operations(p, current_device_target().value_or(no_device_target()).arch);
   const bool separate_dq = ops[2] == Operation::kBackwardDq;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
   const detail::PreparedCall& prep = detail::prepare_call(config_query(p, ops[0]));
