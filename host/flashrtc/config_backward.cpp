@@ -47,7 +47,7 @@ std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool dete
   call.seqlen_kv = query.seqlen_kv;
   call.deterministic = deterministic;
   std::vector<BackwardKernel> kernels;
-  for (Operation op : backward_operations(call, target.arch)) {
+  for (Operation op : backward_operations(call, target.arch, query.traits)) {
     ConfigQuery q = config_query(call, op);
     q.traits = query.traits;  // the call has no tensors here: the traits are the query's
     kernels.push_back(

@@ -17,10 +17,9 @@
 // dK and dV stay in registers across the whole group, so the sum over its query heads needs no atomics; each
 // consumer warp arrives on the stage's "empty" barrier once its products have read Q and dO.
 //
-// The fused kernel also forms dQ += dS K per pair, the fifth product: every group stores its dS^T slice
-// transposed (stmatrix) as 64 keys of the K-major dS tile, all consumer groups meet at a named barrier, and
-// the tile's 64 x 64 units of dQ = dS K (wgmma, dS and K from shared memory) are spread over the groups,
-// which store them, scaled, into a padded fp32 tile. Warp 1 of the producer group then adds that tile's valid
+// The fused kernel also forms dQ = dS K per pair, the fifth product: every group stores its dS^T slice
+// transposed (stmatrix) as 64 keys of the K-major dS tile; one group in turn waits for all of them at a named
+// barrier, multiplies (wgmma, dS and K from shared memory) and stores dQ, scaled, into a padded fp32 tile. Warp 1 of the producer group then adds that tile's valid
 // rows into the workspace with bulk reduce-adds (cp.reduce.async.bulk) and frees it: dQ's sum over key blocks
 // runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes the
 // separate pass).
@@ -96,9 +95,6 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   constexpr int kQSteps = kBlockM / 16;   // k-steps of dV and dK
   using Block = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
   constexpr bool kOverlapDv = kShape.overlap_dv();
-  constexpr int kUnitCols = kShape.dq_unit_columns();
-  constexpr int kUnits = kShape.dq_units();
-  constexpr int kColumnUnits = kHeadDim / kUnitCols;
   constexpr int kKeySteps = kBlockN / 16;  // k-steps of dQ
 
   extern __shared__ unsigned char smem_raw[];
@@ -139,7 +135,7 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
       mbarrier_init(q_empty(s), kConsumerWarps);
     }
     if constexpr (kFused) {
-      mbarrier_init(dq_full, kConsumerWarps);
+      mbarrier_init(dq_full, 4);  // the warps of the pair's dQ group
       mbarrier_init(dq_empty, 1);
     }
     fence_barrier_init();
@@ -322,6 +318,10 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     unsigned ds_frag[kQSteps][4];
     pack_a_fragments<T>(acc_dp, ds_frag);
 
+    // The fused kernel's dQ = dS K of a pair falls to one consumer group, in turn: it waits at the pair's
+    // named barrier for every group's dS, the others only arrive, so the groups stay free to drift apart
+    // (one's exponentials beside another's products) as in the kernel without dQ.
+    const bool dq_group = kFused && pair % kConsumers == consumer;
     if constexpr (kFused) {
       // This group's 64 keys of dS, transposed into key panel `consumer` of the pair's dS buffer: matrix j of
       // a step holds keys + 8 * (j % 2) and queries 16 * step + 8 * (j / 2); lane 8j + i addresses query i.
@@ -333,77 +333,62 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
         stmatrix_x4_trans(ds_panel + SwizzledPanel<128>::offset(16 * step + 8 * (j / 2) + lane % 8, key_byte),
                           ds_frag[step]);
       fence_async_shared();
-      named_barrier_sync(1 + kConsumers, 128 * kConsumers);
+      // Two barrier ids in turn: a group reaches pair j + 2 only through its wait at pair j + 1, which
+      // needs the other group past pair j's barrier. That wait also keeps it from rewriting a dS buffer
+      // the other group's dQ products may still read.
+      const int barrier = 1 + kConsumers + (pair & 1);
+      if (dq_group)
+        named_barrier_sync(barrier, 128 * kConsumers);
+      else
+        named_barrier_arrive(barrier, 128 * kConsumers);
     }
 
     wgmma_fence();
     if constexpr (!kOverlapDv) issue_gradient(acc_dv, p_frag, do_tile);
     issue_gradient(acc_dk, ds_frag, q_tile);
     wgmma_commit();
-    if constexpr (kFused) {
-      // Units of the pair go to the groups in turn, continuing from the previous pair's.
-      int unit = ((consumer - pair * kUnits) % kConsumers + kConsumers) % kConsumers;
-      bool first = true;
+    wgmma_wait<0>();
+    wgmma_hold(acc_dv);
+    wgmma_hold(acc_dk);
+    wgmma_hold(p_frag);
+    wgmma_hold(ds_frag);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(q_empty(stage));
+
+    if (dq_group) {
+      float* const dq_tile = reinterpret_cast<float*>(smem_raw + (dq_smem - raw));
 #pragma unroll 1
-      for (; unit < kUnits; unit += kConsumers) {
-        const int m_unit = unit / kColumnUnits, n_unit = unit % kColumnUnits;
-        float acc_dq[kUnitCols / 2];
+      for (int m_unit = 0; m_unit < kBlockM / 64; ++m_unit) {
+        float acc_dq[kHeadDim / 2];
         const unsigned long long a_desc = make_smem_descriptor<128>(
             ds_smem + (pair & 1) * kShape.ds_tile_bytes() + m_unit * 64u * 128u, 16, 8 * 128);
-        const unsigned long long b_desc = make_smem_descriptor<kPanelBytes>(
-            k_smem + (n_unit * kUnitCols / kPanelElements) * unsigned(kBlockN) * kPanelBytes,
-            unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
+        const unsigned long long b_desc =
+            make_smem_descriptor<kPanelBytes>(k_smem, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
         wgmma_fence();
 #pragma unroll
         for (int step = 0; step < kKeySteps; ++step) {
           const unsigned long long a =
               advance_descriptor(a_desc, (step / 4) * unsigned(kBlockM) * 128u + (step % 4) * 32u);
           const unsigned long long b = advance_descriptor(b_desc, step * 16u * kPanelBytes);
-          Wgmma<T, kUnitCols>::template ss<1>(acc_dq, a, b, step > 0);
+          Wgmma<T, kHeadDim>::template ss<1>(acc_dq, a, b, step > 0);
         }
         wgmma_commit();
-        if (first) {  // dK and dV are done with Q and dO
-          wgmma_wait<1>();
-          wgmma_hold(acc_dv);
-          wgmma_hold(acc_dk);
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(q_empty(stage));
-        }
         wgmma_wait<0>();
         wgmma_hold(acc_dq);
-        if (first) mbarrier_wait(dq_empty, (pair & 1) ^ 1);  // the writer has read the previous pair's tile
-        first = false;
-        float* const dq_tile = reinterpret_cast<float*>(smem_raw + (dq_smem - raw));
+        if (m_unit == 0) mbarrier_wait(dq_empty, (pair & 1) ^ 1);  // the writer has read the last tile
 #pragma unroll
-        for (int t = 0; t < kUnitCols / 8; ++t)
+        for (int t = 0; t < kHeadDim / 8; ++t)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = 64 * m_unit + 16 * warp_in_group + lane / 4 + 8 * h;
-            const int col = n_unit * kUnitCols + 8 * t + 2 * (lane % 4);
+            const int col = 8 * t + 2 * (lane % 4);
             *reinterpret_cast<float2*>(dq_tile + row * (kHeadDim + 8) + col) =
                 make_float2(acc_dq[4 * t + 2 * h] * p.scale, acc_dq[4 * t + 2 * h + 1] * p.scale);
           }
       }
-      if (first) {  // no unit this pair
-        wgmma_wait<0>();
-        wgmma_hold(acc_dv);
-        wgmma_hold(acc_dk);
-        __syncwarp();
-        if (lane == 0) mbarrier_arrive(q_empty(stage));
-      }
-      wgmma_hold(p_frag);
-      wgmma_hold(ds_frag);
       fence_async_shared();
       __syncwarp();
       if (lane == 0) mbarrier_arrive(dq_full);
-    } else {
-      wgmma_wait<0>();
-      wgmma_hold(acc_dv);
-      wgmma_hold(acc_dk);
-      wgmma_hold(p_frag);
-      wgmma_hold(ds_frag);
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(q_empty(stage));
     }
   });
 

@@ -43,17 +43,12 @@ struct WgmmaBackwardShape {
   constexpr int stats_buffers() const { return 2 * consumer_groups(); }
   // The fused kernel's dQ: dS (block_m queries x block_n keys, 16-bit, the K-major A operand of dQ = dS K:
   // panels of 64 keys, one per consumer group) in two buffers, so a pair's dS is written while the previous
-  // pair's dQ products may still read the other; and the fp32 dQ tile the writer warp adds into global
+  // pair's dQ product may still read the other; and the fp32 dQ tile the writer warp adds into global
   // memory, rows padded by 8 floats so that a warp's stores of 8 rows fall in distinct banks.
   constexpr unsigned ds_tile_bytes() const { return unsigned(block_m) * unsigned(block_n) * 2u; }
   constexpr unsigned dq_row_bytes() const { return unsigned(head_dim + 8) * 4u; }
   constexpr unsigned dq_tile_bytes() const { return unsigned(block_m) * dq_row_bytes(); }
   constexpr unsigned dq_bytes() const { return accumulates_dq ? 2u * ds_tile_bytes() + dq_tile_bytes() : 0u; }
-  // dQ's tile is cut into units of 64 queries (wgmma's M) x 64 head-dim columns (one 128-byte panel; the
-  // whole head dim when it is not a multiple of 64), spread over the consumer groups pair after pair.
-  constexpr int dq_unit_columns() const { return head_dim % 64 == 0 ? 64 : head_dim; }
-  constexpr int dq_units() const { return (block_m / 64) * (head_dim / dq_unit_columns()); }
-
   // mbarriers: K and V full; Q (with dO and the statistics) full and empty per stage; dQ's tile full and
   // empty.
   constexpr unsigned barrier_bytes() const { return 8u * unsigned(1 + 2 * stages + (accumulates_dq ? 2 : 0)); }
@@ -75,6 +70,8 @@ struct WgmmaBackwardShape {
     if (stages < 2 || stages > 4) return "stages: must be 2, 3 or 4";
     if (accumulates_dq && block_m % 64 != 0)
       return "block_m: the fused kernel's dQ products take 64 queries each (block_m 64 or 128)";
+    if (accumulates_dq && warps != 12)
+      return "warps: the fused kernel takes 12 (two consumer groups, taking dQ's products in turn)";
     // 24 registers for addresses, indices and the compiler's temporaries: ptxas for sm_90a fits d = 128 with
     // block_m = 64 and d = 64 with block_m = 96 without spills; d = 64 with block_m = 128 spills.
     if (accumulator_registers() + 24 > consumer_registers())

@@ -210,7 +210,8 @@ inline void warm_backward_kernels(const std::vector<BackwardCase>& cases) {
     call.seqlen_kv = c.seqlen_kv, call.deterministic = c.deterministic, call.config = c.config,
     call.dq_config = c.dq_config;
     for (Operation op : backward_operations(call, target.arch)) {
-      const ConfigQuery q = config_query(call, op);
+      ConfigQuery q = config_query(call, op);
+      q.traits = kAllCallTraits;  // the cases' tensors are contiguous or padded views, which TMA maps describe
       const ConfigResolution r = resolve_config(q, target);
       const KernelSpec spec{c.dtype, c.head_dim, c.mask, r.config, r.family};
       const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {

@@ -19,13 +19,15 @@ namespace flashrtc {
 /// kInvalidArgument naming the tensor for one whose shape or strides do not fit (nothing launched).
 FLASHRTC_API void attention_backward(const BackwardParams& params);
 
-/// The operations of the kernels attention_backward launches for params on arch (empty: judged as sm_80), in
+/// The operations of the kernels attention_backward launches for params on arch (empty: judged as sm_80) with
+/// these CallTrait bits (a call's own: those of its tensors; a query without tensors: all of them), in
 /// launch order: the pre-pass, then either the fused main kernel (kBackwardFused: dK, dV and dQ added into an
 /// fp32 workspace) and the workspace's conversion (kBackwardDqConvert), or the main kernel (kBackward) and the
 /// atomic-free dQ pass over query blocks (kBackwardDq). A call takes the fused kernel unless it is
 /// deterministic, no fused family serves it on arch, or its explicit config is a tile that family does not
 /// take. Each resolves its family and tile on its own.
-FLASHRTC_API std::array<Operation, 3> backward_operations(const BackwardParams& params, std::string_view arch);
+FLASHRTC_API std::array<Operation, 3> backward_operations(const BackwardParams& params, std::string_view arch,
+                                                          unsigned traits = kAllCallTraits);
 
 /// The field of params holding the explicit tile of op's kernel: &config (kBackward, kBackwardFused), &dq_config
 /// (kBackwardDq); null for the kernels that take none (the pre-pass, the atomic mode's conversion, the

@@ -62,7 +62,7 @@ KernelFamily describe_fused() {
   f.header = "flashrtc/attention_backward_wgmma.cuh";
   f.kernel_template = "flashrtc::attention_backward_wgmma_fused";
   f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
-  f.tile_axes = {{64, 128}, {128, 192}, {12, 16}, {2, 3}};
+  f.tile_axes = {{64, 128}, {128}, {12}, {2, 3}};
   f.defaults = {
       {128, {{{64, 128, 12, 2}}}, "dQ's products take 64 queries; 128 queries spill S^T and dP^T"},
   };

@@ -38,12 +38,12 @@ void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& back
 
 }  // namespace
 
-std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch) {
+std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch, unsigned traits) {
   const auto fused = [&] {
     if (p.deterministic) return false;
     const int head_dim = static_cast<int>(p.head_dim);
-    const std::vector<const KernelFamily*> families = serving_kernel_families(
-        Operation::kBackwardFused, p.dtype, head_dim, arch, detail::backward_call_traits(p));
+    const std::vector<const KernelFamily*> families =
+        serving_kernel_families(Operation::kBackwardFused, p.dtype, head_dim, arch, traits);
     if (families.empty()) return false;
     return !p.config || families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
   };
@@ -83,7 +83,7 @@ double attention_backward_flops(const BackwardParams& p) {
 void attention_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
   const std::array<Operation, 3> ops =
-      backward_operations(p, current_device_target().value_or(no_device_target()).arch);
+      backward_operations(p, current_device_target().value_or(no_device_target()).arch, detail::backward_call_traits(p));
   const bool separate_dq = ops[2] == Operation::kBackwardDq;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
   const detail::PreparedCall& prep = detail::prepare_call(config_query(p, ops[0]));
