@@ -19,13 +19,15 @@
 //
 // The fused kernel also forms dQ = dS K per pair, the fifth product: every group stores its dS^T slice
 // transposed (stmatrix) as 64 keys of the K-major dS tile; one group in turn waits for all of them at a named
-// barrier, multiplies (wgmma, dS and K from shared memory) and stores dQ, scaled, into a padded fp32 tile. Warp 1 of the producer group then adds that tile's valid
-// rows into the workspace with bulk reduce-adds (cp.reduce.async.bulk) and frees it: dQ's sum over key blocks
+// barrier, multiplies (wgmma, dS and K from shared memory) and stores dQ, scaled, into one of two fp32 tiles
+// in the workspace's order (dq_accum_layout.cuh). One thread of the producer group then adds that tile into
+// the workspace with one bulk reduce-add (cp.reduce.async.bulk) and frees it once read: dQ's sum over key blocks
 // runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes the
 // separate pass).
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
+#include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/mask.cuh"
 #include "flashrtc/mma.cuh"
@@ -98,22 +100,22 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   constexpr int kKeySteps = kBlockN / 16;  // k-steps of dQ
 
   extern __shared__ unsigned char smem_raw[];
-  // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; (fused) dS [2][key panel][block_m rows]
-  // and dQ [block_m][head_dim + 8] fp32; statistics [stage][lse | D]; barriers.
+  // K, V [panel][block_n rows]; Q, dO [stage][panel][block_m rows]; (fused) dS [key panel][block_m rows] and
+  // dQ [2][block_m x head_dim] fp32; statistics [stage][lse | D]; barriers.
   const unsigned raw = shared_address(smem_raw);
   const unsigned k_smem = (raw + 1023u) & ~1023u;
   const unsigned v_smem = k_smem + kKVBytes;
   const unsigned q_smem = v_smem + kKVBytes;
   const unsigned do_smem = q_smem + kStages * kQBytes;
   const unsigned ds_smem = do_smem + kStages * kQBytes;
-  const unsigned dq_smem = ds_smem + 2u * kShape.ds_tile_bytes();
+  const unsigned dq_smem = ds_smem + kShape.ds_tile_bytes();
   const unsigned stats_smem = do_smem + kStages * kQBytes + kShape.dq_bytes();
   const unsigned barriers = stats_smem + kShape.stats_buffers() * kShape.stats_bytes();
   const unsigned kv_full = barriers;
   const auto q_full = [&](int stage) { return barriers + 8u * (1 + stage); };
   const auto q_empty = [&](int stage) { return barriers + 8u * (1 + kStages + stage); };
-  const unsigned dq_full = barriers + 8u * (1 + 2 * kStages);
-  const unsigned dq_empty = dq_full + 8u;
+  const auto dq_full = [&](int buffer) { return barriers + 8u * (1 + 2 * kStages + buffer); };
+  const auto dq_empty = [&](int buffer) { return barriers + 8u * (3 + 2 * kStages + buffer); };
   const auto stats = [&](int buffer) {  // lse_log2[block_m], then D[block_m]
     return reinterpret_cast<float*>(smem_raw + (stats_smem - raw) + buffer * kShape.stats_bytes());
   };
@@ -135,8 +137,10 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
       mbarrier_init(q_empty(s), kConsumerWarps);
     }
     if constexpr (kFused) {
-      mbarrier_init(dq_full, 4);  // the warps of the pair's dQ group
-      mbarrier_init(dq_empty, 1);
+      for (int b = 0; b < 2; ++b) {
+        mbarrier_init(dq_full(b), 4);  // the warps of the pair's dQ group
+        mbarrier_init(dq_empty(b), 1);
+      }
     }
     fence_barrier_init();
   }
@@ -170,22 +174,20 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
       });
     }
     if constexpr (kFused) {
-      if (warp == 1) {
-        // Pair j's tile is full once every consumer warp has arrived (phase j); each lane adds rows
-        // lane, lane + 32, ... that lie inside the sequence, then the tile is free again once they are read.
+      if (warp == 1 && elect_one_lane()) {
+        // Pair j's tile (buffer j % 2) is full at phase j / 2 of its barrier; once the next one is issued, it
+        // has been read, and its buffer is free.
+        const long long tiles = (p.seqlen_q + kBlockM - 1) / kBlockM;
         int pair = 0;
         block.template for_each_pair<kStages>(p, [&](int head, int m0, int, unsigned) {
-          mbarrier_wait(dq_full, pair & 1);
-          float* const rows = p.dq_accum + ((static_cast<long long>(block.batch) * p.heads_q + head) *
-                                                p.seqlen_q + m0) * kHeadDim;
-          const int valid = min(kBlockM, p.seqlen_q - m0);
-          for (int r = lane; r < valid; r += 32)
-            bulk_reduce_add_f32(rows + static_cast<long long>(r) * kHeadDim, dq_smem + r * kShape.dq_row_bytes(),
-                                kHeadDim * 4);
+          const int buffer = pair & 1;
+          mbarrier_wait(dq_full(buffer), (pair >> 1) & 1);
+          const long long tile = (static_cast<long long>(block.batch) * p.heads_q + head) * tiles + m0 / kBlockM;
+          bulk_reduce_add_f32(p.dq_accum + tile * (kBlockM * kHeadDim), dq_smem + buffer * kShape.dq_tile_bytes(),
+                              kShape.dq_tile_bytes());
           tma_store_commit();
-          tma_store_wait_read();
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(dq_empty);
+          tma_store_wait_read<1>();
+          if (pair > 0) mbarrier_arrive(dq_empty(buffer ^ 1));
           ++pair;
         });
         bulk_wait_all();
@@ -318,14 +320,19 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     unsigned ds_frag[kQSteps][4];
     pack_a_fragments<T>(acc_dp, ds_frag);
 
-    // The fused kernel's dQ = dS K of a pair falls to one consumer group, in turn: it waits at the pair's
-    // named barrier for every group's dS, the others only arrive, so the groups stay free to drift apart
-    // (one's exponentials beside another's products) as in the kernel without dQ.
-    const bool dq_group = kFused && pair % kConsumers == consumer;
+    // The fused kernel's dQ = dS K of a pair falls to the two consumer groups in turn: the pair's dQ group
+    // waits at the pair's named barrier for both halves of dS, the other only arrives, so the groups stay free
+    // to drift apart (one's exponentials beside the other's products) as in the kernel without dQ. Named
+    // barriers 1 + consumers + (pair % 2): dS stored; 3 + consumers + (pair % 2): dS read by dQ's product.
+    // Each id alternates, so a group's arrival never joins the previous pair's count: it reaches pair j + 2
+    // only through its own wait at pair j + 1, which needs the other group past pair j.
+    const bool dq_group = kFused && (pair & 1) == consumer;
     if constexpr (kFused) {
-      // This group's 64 keys of dS, transposed into key panel `consumer` of the pair's dS buffer: matrix j of
-      // a step holds keys + 8 * (j % 2) and queries 16 * step + 8 * (j / 2); lane 8j + i addresses query i.
-      const unsigned ds_panel = ds_smem + (pair & 1) * kShape.ds_tile_bytes() + consumer * kBlockM * 128u;
+      // This group's 64 keys of dS, transposed into key panel `consumer` of the dS tile: matrix j of a step
+      // holds keys + 8 * (j % 2) and queries 16 * step + 8 * (j / 2); lane 8j + i addresses query i. The dQ
+      // group first waits for the previous pair's product (the other group's) to have read the tile.
+      if (dq_group && pair > 0) named_barrier_sync(3 + kConsumers + ((pair - 1) & 1), 256);
+      const unsigned ds_panel = ds_smem + consumer * kBlockM * 128u;
       const int j = lane / 8;
       const int key_byte = 2 * (16 * warp_in_group + 8 * (j % 2));
 #pragma unroll
@@ -333,14 +340,10 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
         stmatrix_x4_trans(ds_panel + SwizzledPanel<128>::offset(16 * step + 8 * (j / 2) + lane % 8, key_byte),
                           ds_frag[step]);
       fence_async_shared();
-      // Two barrier ids in turn: a group reaches pair j + 2 only through its wait at pair j + 1, which
-      // needs the other group past pair j's barrier. That wait also keeps it from rewriting a dS buffer
-      // the other group's dQ products may still read.
-      const int barrier = 1 + kConsumers + (pair & 1);
       if (dq_group)
-        named_barrier_sync(barrier, 128 * kConsumers);
+        named_barrier_sync(1 + kConsumers + (pair & 1), 256);
       else
-        named_barrier_arrive(barrier, 128 * kConsumers);
+        named_barrier_arrive(1 + kConsumers + (pair & 1), 256);
     }
 
     wgmma_fence();
@@ -356,12 +359,13 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     if (lane == 0) mbarrier_arrive(q_empty(stage));
 
     if (dq_group) {
-      float* const dq_tile = reinterpret_cast<float*>(smem_raw + (dq_smem - raw));
+      const int buffer = pair & 1;  // each group's own tile: its previous use is pair - 2
+      float* const dq_tile =
+          reinterpret_cast<float*>(smem_raw + (dq_smem - raw) + buffer * kShape.dq_tile_bytes());
 #pragma unroll 1
       for (int m_unit = 0; m_unit < kBlockM / 64; ++m_unit) {
         float acc_dq[kHeadDim / 2];
-        const unsigned long long a_desc = make_smem_descriptor<128>(
-            ds_smem + (pair & 1) * kShape.ds_tile_bytes() + m_unit * 64u * 128u, 16, 8 * 128);
+        const unsigned long long a_desc = make_smem_descriptor<128>(ds_smem + m_unit * 64u * 128u, 16, 8 * 128);
         const unsigned long long b_desc =
             make_smem_descriptor<kPanelBytes>(k_smem, unsigned(kBlockN) * kPanelBytes, 8 * kPanelBytes);
         wgmma_fence();
@@ -375,20 +379,22 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_hold(acc_dq);
-        if (m_unit == 0) mbarrier_wait(dq_empty, (pair & 1) ^ 1);  // the writer has read the last tile
+        if (m_unit == kBlockM / 64 - 1 && pair + 1 < block.total)  // dS is free for the next pair
+          named_barrier_arrive(3 + kConsumers + (pair & 1), 256);
+        // The tile's previous use (pair - 2) has been read by its bulk reduce-add.
+        if (m_unit == 0) mbarrier_wait(dq_empty(buffer), ((pair >> 1) & 1) ^ 1);
 #pragma unroll
         for (int t = 0; t < kHeadDim / 8; ++t)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int row = 64 * m_unit + 16 * warp_in_group + lane / 4 + 8 * h;
-            const int col = 8 * t + 2 * (lane % 4);
-            *reinterpret_cast<float2*>(dq_tile + row * (kHeadDim + 8) + col) =
+            // Rows 16 * warp_in_group + lane / 4 + 8h, columns 8t + 2 * (lane % 4) of the slice.
+            *reinterpret_cast<float2*>(dq_tile + dq_tile_fragment_offset(m_unit, 2 * t + h, tid % 128, kHeadDim)) =
                 make_float2(acc_dq[4 * t + 2 * h] * p.scale, acc_dq[4 * t + 2 * h + 1] * p.scale);
           }
       }
       fence_async_shared();
       __syncwarp();
-      if (lane == 0) mbarrier_arrive(dq_full);
+      if (lane == 0) mbarrier_arrive(dq_full(buffer));
     }
   });
 

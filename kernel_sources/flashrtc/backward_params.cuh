@@ -18,7 +18,7 @@ struct BackwardParams {
   void* d_k;
   void* d_v;
   float* d_rows;    // workspace: D = rowsum(dO * O), [batch, heads_q, seqlen_q]
-  float* dq_accum;  // workspace: dQ in fp32, [batch, heads_q, seqlen_q, head_dim]; null when a separate dQ
+  float* dq_accum;  // workspace: dQ in fp32, laid out as dq_accum_layout.cuh says; null when a separate dQ
                     // pass writes d_q (deterministic mode)
   // Element strides of [batch, seq, head]; the head dim is contiguous (checked by the runtime).
   long long q_stride_batch, q_stride_seq, q_stride_head;
@@ -34,6 +34,7 @@ struct BackwardParams {
   int heads_q, heads_kv;
   int kv_group;      // heads_q / heads_kv
   int num_blocks;    // blocks along the kernel's own axis: key blocks, query blocks or row blocks
+  int dq_tile_rows;  // dq_accum's layout: 0 row-major, else tiles of this many queries (dq_accum_layout.cuh)
   float scale;       // softmax scale (dS to dQ and dK)
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };

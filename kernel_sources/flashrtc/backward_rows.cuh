@@ -2,12 +2,13 @@
 // The backward's passes over query rows, one warp per row of (batch, query head, query), for every element
 // type:
 //   attention_backward_prep:       D = rowsum(dO * O) in fp32 (FlashAttention-2's pre-pass), and that row of
-//   the
-//                                  fp32 dQ workspace zeroed for the main kernel's atomic adds;
+//                                  the fp32 dQ workspace zeroed for the main kernel's adds;
 //   attention_backward_dq_convert: dQ from that workspace into d_q's element type and strides.
-// Rows are linear in [batch, heads_q, seqlen_q], the layout of lse, D and the workspace. A row's elements are
-// visited lane, lane + 32, ...: each warp access is one contiguous run of the row.
+// Rows are linear in [batch, heads_q, seqlen_q], the layout of lse and D; the workspace's is
+// dq_accum_layout.cuh's. A row's elements are visited lane, lane + 32, ...: each warp access of d_o, o and
+// d_q is one contiguous run of the row, and of the workspace whole 32-byte sectors.
 #include "flashrtc/backward_params.cuh"
+#include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/element_convert.cuh"
 #include "flashrtc/rows_shape.cuh"
 
@@ -42,7 +43,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_prep(const ker
     if (lane == 0) p.d_rows[row] = sum;
     if (p.dq_accum) {
 #pragma unroll
-      for (int c = lane; c < kHeadDim; c += 32) p.dq_accum[row * kHeadDim + c] = 0.f;
+      for (int c = lane; c < kHeadDim; c += 32)
+        p.dq_accum[dq_accum_offset(row / p.seqlen_q, r.query, c, p.seqlen_q, kHeadDim, p.dq_tile_rows)] = 0.f;
     }
   }
 }
@@ -60,7 +62,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_convert(con
     T* d_q = static_cast<T*>(p.d_q) + r.batch * p.dq_stride_batch + r.query * p.dq_stride_seq +
              r.head * p.dq_stride_head;
 #pragma unroll
-    for (int c = lane; c < kHeadDim; c += 32) d_q[c] = from_float<T>(p.dq_accum[row * kHeadDim + c]);
+    for (int c = lane; c < kHeadDim; c += 32)
+      d_q[c] = from_float<T>(
+          p.dq_accum[dq_accum_offset(row / p.seqlen_q, r.query, c, p.seqlen_q, kHeadDim, p.dq_tile_rows)]);
   }
 }
 

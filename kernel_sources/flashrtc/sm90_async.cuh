@@ -86,14 +86,16 @@ __device__ __forceinline__ void tma_store_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
-// Waits until the committed stores have read their shared memory (it may then be reused or the block exit).
+// Waits until the committed stores have read their shared memory (it may then be reused or the block exit),
+// all but the kPending most recent bulk groups.
+template <int kPending = 0>
 __device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Adds `bytes` (a multiple of 16) of fp32 from shared memory into global memory element by element, as one
-// asynchronous bulk operation of this thread's bulk group (committed by tma_store_commit). Both addresses
-// 16-byte aligned.
+// asynchronous bulk operation of this thread's bulk group (committed by tma_store_commit, waited for like a
+// store). Both addresses 16-byte aligned.
 __device__ __forceinline__ void bulk_reduce_add_f32(float* global, unsigned src, unsigned bytes) {
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global),
                "r"(src), "r"(bytes)

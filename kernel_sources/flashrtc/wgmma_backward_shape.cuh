@@ -42,16 +42,15 @@ struct WgmmaBackwardShape {
   constexpr unsigned stats_bytes() const { return unsigned(block_m) * 8u; }
   constexpr int stats_buffers() const { return 2 * consumer_groups(); }
   // The fused kernel's dQ: dS (block_m queries x block_n keys, 16-bit, the K-major A operand of dQ = dS K:
-  // panels of 64 keys, one per consumer group) in two buffers, so a pair's dS is written while the previous
-  // pair's dQ product may still read the other; and the fp32 dQ tile the writer warp adds into global
-  // memory, rows padded by 8 floats so that a warp's stores of 8 rows fall in distinct banks.
+  // panels of 64 keys, one per consumer group), and two fp32 dQ tiles (dq_accum_layout.cuh's order), so a
+  // pair's tile is stored while the bulk reduce-add of the previous one still reads the other.
   constexpr unsigned ds_tile_bytes() const { return unsigned(block_m) * unsigned(block_n) * 2u; }
-  constexpr unsigned dq_row_bytes() const { return unsigned(head_dim + 8) * 4u; }
-  constexpr unsigned dq_tile_bytes() const { return unsigned(block_m) * dq_row_bytes(); }
-  constexpr unsigned dq_bytes() const { return accumulates_dq ? 2u * ds_tile_bytes() + dq_tile_bytes() : 0u; }
-  // mbarriers: K and V full; Q (with dO and the statistics) full and empty per stage; dQ's tile full and
+  constexpr unsigned dq_tile_bytes() const { return unsigned(block_m) * unsigned(head_dim) * 4u; }
+  constexpr unsigned dq_bytes() const { return accumulates_dq ? ds_tile_bytes() + 2u * dq_tile_bytes() : 0u; }
+
+  // mbarriers: K and V full; Q (with dO and the statistics) full and empty per stage; each dQ tile full and
   // empty.
-  constexpr unsigned barrier_bytes() const { return 8u * unsigned(1 + 2 * stages + (accumulates_dq ? 2 : 0)); }
+  constexpr unsigned barrier_bytes() const { return 8u * unsigned(1 + 2 * stages + (accumulates_dq ? 4 : 0)); }
   // 1024 bytes of slack to align the tiles to the 128-byte swizzle's 1024-byte pattern.
   constexpr unsigned smem_bytes() const {
     return 1024u + 2u * kv_tile_bytes() + unsigned(stages) * 2u * q_tile_bytes() + dq_bytes() +

@@ -39,6 +39,7 @@ kernel::BackwardParams kernel_params(const BackwardLaunch& call, std::int64_t nu
   k.d_v = const_cast<void*>(p.d_v.data);
   k.d_rows = call.d_rows;
   k.dq_accum = call.dq_accum;
+  k.dq_tile_rows = call.dq_tile_rows;
   k.q_stride_batch = p.q.stride_batch, k.q_stride_seq = p.q.stride_seq, k.q_stride_head = p.q.stride_head;
   k.k_stride_batch = p.k.stride_batch, k.k_stride_seq = p.k.stride_seq, k.k_stride_head = p.k.stride_head;
   k.v_stride_batch = p.v.stride_batch, k.v_stride_seq = p.v.stride_seq, k.v_stride_head = p.v.stride_head;

@@ -9,7 +9,8 @@ namespace flashrtc::detail {
 struct BackwardLaunch {
   const BackwardParams* params = nullptr;
   float* d_rows = nullptr;    // [batch, heads_q, seqlen_q]: D = rowsum(dO * O)
-  float* dq_accum = nullptr;  // [batch, heads_q, seqlen_q, head_dim] fp32, or null in deterministic mode
+  float* dq_accum = nullptr;  // fp32 dQ (dq_accum_layout.cuh), or null where a separate pass writes d_q
+  int dq_tile_rows = 0;       // its layout: 0 row-major, else the fused kernel's tiles of this many queries
 };
 
 // KernelFamily::build_launch of the kernels with one thread block per (batch, kv head, block_n keys): the

@@ -16,6 +16,7 @@
 #include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/config_resolution.hpp"
+#include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/error.hpp"
 #include "ops/backward_validation.hpp"
 #include "ops/call_plan.hpp"
@@ -82,8 +83,8 @@ double attention_backward_flops(const BackwardParams& p) {
 
 void attention_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
-  const std::array<Operation, 3> ops =
-      backward_operations(p, current_device_target().value_or(no_device_target()).arch, detail::backward_call_traits(p));
+  const std::string arch = current_device_target().value_or(no_device_target()).arch;
+  const std::array<Operation, 3> ops = backward_operations(p, arch, detail::backward_call_traits(p));
   const bool separate_dq = ops[2] == Operation::kBackwardDq;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
   const detail::PreparedCall& prep = detail::prepare_call(config_query(p, ops[0]));
@@ -92,8 +93,13 @@ void attention_backward(const BackwardParams& p) {
 
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
   const std::size_t d_rows_bytes = round_up(rows * sizeof(float));
+  // The fused kernel's workspace is in its tiles of block_m queries (dq_accum_layout.cuh).
+  const int dq_tile_rows = separate_dq ? 0 : main.plan.spec.tile.block_m;
   const std::size_t dq_bytes =
-      separate_dq ? 0 : rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+      separate_dq ? 0
+                  : static_cast<std::size_t>(dq_accum_floats(p.batch * p.heads_q, p.seqlen_q,
+                                                             static_cast<int>(p.head_dim), dq_tile_rows)) *
+                        sizeof(float);
   const CUstream stream = static_cast<CUstream>(p.stream);
   // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
   const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
@@ -101,6 +107,7 @@ void attention_backward(const BackwardParams& p) {
   backward.params = &p;
   backward.d_rows = reinterpret_cast<float*>(scratch.data());
   backward.dq_accum = separate_dq ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
+  backward.dq_tile_rows = dq_tile_rows;
 
   launch(prep, backward, stream);
   launch(main, backward, stream);
