@@ -46,7 +46,13 @@ std::array<Operation, 3> backward_operations(const BackwardParams& p, std::strin
     const std::vector<const KernelFamily*> families =
         serving_kernel_families(Operation::kBackwardFused, p.dtype, head_dim, arch, traits);
     if (families.empty()) return false;
-    return !p.config || families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
+    // An explicit tile names the kernel: the fused one wherever its family takes the tile.
+    if (p.config) return families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
+    // Below these key lengths the two-kernel pipeline ran as fast or faster on an H200 (bf16, d = 64 and
+    // 128: docs/measurements/backward-hopper/fused_dq.md): few query blocks per key block leave the fused
+    // kernel's dQ hand-offs little to overlap. A length not known (0) is judged long.
+    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
+    return p.seqlen_kv <= 0 || p.seqlen_kv >= min_seqlen_kv;
   };
   if (fused()) return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
   return {Operation::kBackwardPrep, Operation::kBackward, Operation::kBackwardDq};

@@ -1,0 +1,71 @@
+// dq_accum_layout.cuh, the fp32 dQ workspace's layouts: the fused kernel's tiles hold every (query, column) of
+// a tile exactly once inside the tile's own run, the kernel's count (slice, float2, thread) and the readers'
+// (query, column) name the same floats, and the workspace covers every head's padded last tile.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "flashrtc/dq_accum_layout.cuh"
+
+using namespace flashrtc;
+
+TEST_CASE("a fused dQ tile is a permutation of its queries x columns") {
+  for (int head_dim : {64, 96, 128})
+    for (int tile_rows : {64, 128}) {
+      INFO("d=" << head_dim << " tile=" << tile_rows);
+      std::vector<int> seen(static_cast<std::size_t>(tile_rows * head_dim), 0);
+      for (int q = 0; q < tile_rows; ++q)
+        for (int c = 0; c < head_dim; ++c) {
+          const int offset = dq_tile_offset(q, c, head_dim);
+          REQUIRE(offset >= 0);
+          REQUIRE(offset < tile_rows * head_dim);
+          ++seen[static_cast<std::size_t>(offset)];
+        }
+      for (int count : seen) CHECK(count == 1);
+    }
+}
+
+TEST_CASE("the fused kernel's stores land where the readers look") {
+  // Thread t = 32w + lane of a consumer group holds rows 16w + lane/4 + 8h, columns 8k + 2(lane%4) + e as its
+  // float2 number 2k + h (the wgmma accumulator layout); it stores them at dq_tile_fragment_offset.
+  const int head_dim = 128;
+  for (int slice = 0; slice < 2; ++slice)
+    for (int thread = 0; thread < 128; ++thread)
+      for (int k = 0; k < head_dim / 8; ++k)
+        for (int h = 0; h < 2; ++h)
+          for (int e = 0; e < 2; ++e) {
+            const int w = thread / 32, lane = thread % 32;
+            const int query = 64 * slice + 16 * w + lane / 4 + 8 * h;
+            const int column = 8 * k + 2 * (lane % 4) + e;
+            CHECK(dq_tile_offset(query, column, head_dim) ==
+                  dq_tile_fragment_offset(slice, 2 * k + h, thread, head_dim) + e);
+          }
+  // A warp's float2 stores of one register pair are 32 consecutive float2: whole shared-memory lines.
+  for (int lane = 1; lane < 32; ++lane)
+    CHECK(dq_tile_fragment_offset(0, 3, lane, head_dim) == dq_tile_fragment_offset(0, 3, lane - 1, head_dim) + 2);
+}
+
+TEST_CASE("the workspace holds each head's tiles back to back, the last one padded") {
+  const long long heads = 3, seqlen_q = 130;
+  const int head_dim = 64, tile_rows = 64;
+  const long long floats = dq_accum_floats(heads, seqlen_q, head_dim, tile_rows);
+  CHECK(floats == heads * 192 * head_dim);
+  std::vector<int> seen(static_cast<std::size_t>(floats), 0);
+  for (long long h = 0; h < heads; ++h)
+    for (long long q = 0; q < seqlen_q; ++q)
+      for (int c = 0; c < head_dim; ++c) {
+        const long long offset = dq_accum_offset(h, q, c, seqlen_q, head_dim, tile_rows);
+        REQUIRE(offset >= h * 192 * head_dim);
+        REQUIRE(offset < (h + 1) * 192 * head_dim);
+        ++seen[static_cast<std::size_t>(offset)];
+      }
+  long long used = 0;
+  for (int count : seen) {
+    CHECK(count <= 1);
+    used += count;
+  }
+  CHECK(used == heads * seqlen_q * head_dim);
+  // Row-major without tiles.
+  CHECK(dq_accum_floats(heads, seqlen_q, head_dim, 0) == heads * seqlen_q * head_dim);
+  CHECK(dq_accum_offset(2, 5, 7, seqlen_q, head_dim, 0) == (2 * seqlen_q + 5) * head_dim + 7);
+}
