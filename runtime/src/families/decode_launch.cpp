@@ -23,10 +23,13 @@ int blocks_for(__int128 rows, int per_block, const char* what) {
   return static_cast<int>(std::max<__int128>(blocks, 1));
 }
 
-int log2_exact(std::int64_t v) {
-  int s = 0;
-  while ((std::int64_t{1} << s) < v) ++s;
-  return s;
+// The launch of a row kernel: one row per block_m of them, `rows` in all; returns num_rows for its params.
+int set_row_launch(LaunchShape& shape, const CallPlan& plan, __int128 rows, const char* rows_text,
+                   const char* kernel) {
+  shape.grid[0] = static_cast<unsigned>(blocks_for(rows, plan.spec.tile.block_m, kernel));
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  return blocks_for(rows, 1, rows_text);
 }
 
 kernel::KvPages pages_of(const KvCacheParams& p) {
@@ -34,7 +37,7 @@ kernel::KvPages pages_of(const KvCacheParams& p) {
   pages.block_table = p.block_table;
   pages.batch_idx = p.block_table ? nullptr : p.cache_batch_idx;
   pages.table_stride = p.block_table_stride;
-  pages.page_shift = p.block_table ? log2_exact(p.page_size) : 31;
+  pages.page_shift = p.block_table ? __builtin_ctzll(static_cast<unsigned long long>(p.page_size)) : 31;  // a power of two
   pages.num_pages = static_cast<int>(p.num_pages);
   return pages;
 }
@@ -134,13 +137,10 @@ void build_decode_combine_launch(const CallPlan& plan, const void* op_params, La
   k.seqlen_q = static_cast<int>(p.seqlen_q);
   k.heads_q = static_cast<int>(p.heads_q);
   const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
-  k.num_rows = blocks_for(rows, 1, "batch * heads_q * seqlen_q");
+  k.num_rows = set_row_launch(shape, plan, rows, "batch * heads_q * seqlen_q", "decode combine");
   k.num_splits = call.num_splits;
-  shape.grid[0] = static_cast<unsigned>(blocks_for(rows, plan.spec.tile.block_m, "decode combine"));
   // Its launch hides behind the decode kernel's last blocks; it waits for their partials itself.
   shape.overlaps_previous = parse_arch_cc(plan.arch).value_or(0) >= 90;
-  shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   args.push(k);
 }
 
@@ -160,10 +160,7 @@ void build_kv_append_launch(const CallPlan& plan, const void* op_params, LaunchS
   k.batch = static_cast<int>(p.batch);
   k.heads_kv = static_cast<int>(p.heads_kv);
   const __int128 rows = static_cast<__int128>(p.batch) * p.seqlen_new * p.heads_kv;
-  k.num_rows = blocks_for(rows, 1, "batch * seqlen_new * heads_kv");
-  shape.grid[0] = static_cast<unsigned>(blocks_for(rows, plan.spec.tile.block_m, "KV append"));
-  shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  k.num_rows = set_row_launch(shape, plan, rows, "batch * seqlen_new * heads_kv", "KV append");
   args.push(k);
 }
 
@@ -183,10 +180,7 @@ void build_merge_states_launch(const CallPlan& plan, const void* op_params, Laun
   k.seqlen = static_cast<int>(p.seqlen);
   k.heads = static_cast<int>(p.heads);
   const __int128 rows = static_cast<__int128>(p.batch) * p.heads * p.seqlen;
-  k.num_rows = blocks_for(rows, 1, "batch * heads * seqlen");
-  shape.grid[0] = static_cast<unsigned>(blocks_for(rows, plan.spec.tile.block_m, "merge_states"));
-  shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  k.num_rows = set_row_launch(shape, plan, rows, "batch * heads * seqlen", "merge_states");
   args.push(k);
 }
 

@@ -57,7 +57,7 @@ void validate_kvcache_arguments(const KvCacheParams& p) {
   check_count("heads_kv", p.heads_kv);
   if (p.heads_q % p.heads_kv != 0)
     invalid("heads_q=" + std::to_string(p.heads_q) + " is not a multiple of heads_kv=" + std::to_string(p.heads_kv));
-  check_count("heads_q / heads_kv * seqlen_q", static_cast<std::int64_t>(
+  check_count("the query rows of one KV head, seqlen_q * (heads_q / heads_kv),", static_cast<std::int64_t>(
                                                    std::min<__int128>(static_cast<__int128>(p.heads_q / p.heads_kv) * p.seqlen_q,
                                                                       std::numeric_limits<std::int64_t>::max())));
   if (p.softmax_scale && !std::isfinite(*p.softmax_scale))
