@@ -623,6 +623,17 @@ TEST_CASE("compile --op bwd compiles the backward's kernels as config --op bwd r
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("main: ") != std::string::npos);
   CHECK(text.out.find("from:           disk") != std::string::npos);  // warmed by the first one
+  // sm_80 has no fused kernel: the deterministic mode compiles the same kernels (from the disk cache now).
+  const Result deterministic = box.run(with({"compile", "--json", "--deterministic"}, call));
+  REQUIRE(deterministic.exit_code == 0);
+  const json same = json::parse(deterministic.out).at("kernels");
+  REQUIRE(same.size() == kernels.size());
+  for (std::size_t i = 0; i < same.size(); ++i)
+    CHECK(same[i].at("resolution").at("family") == kernels[i].at("resolution").at("family"));
+  CHECK(same[2].at("role") == "dq");
+  CHECK(box.run({"compile", "--deterministic", "--arch", "sm_80", "--dtype", "bf16", "--head-dim", "64"})
+            .exit_code == 2);  // --deterministic goes with --op bwd
+  CHECK(box.run({"compile", "--all", "--op", "bwd", "--deterministic", "--arch", "sm_80"}).exit_code == 2);
 }
 
 TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only those kernels") {
