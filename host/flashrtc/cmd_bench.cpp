@@ -14,6 +14,7 @@
 #include "bench_decode.hpp"
 #include "bench_plan.hpp"
 #include "cli_support.hpp"
+#include "config_backward.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_tools/backward_bench.hpp"
 #include "flashrtc_tools/bench_plot.hpp"
@@ -188,17 +189,22 @@ class Report {
 
 // Every point checked, and its specialization chosen for target, before any device work: a bad --shape
 // fails with exit 2 on any machine, naming the point.
+// --op bwd: the spec of the backward's main kernel, the one backward_operations runs (fused unless
+// deterministic), whose tile is shown and set.
 std::vector<KernelSpec> plan_specs(const std::vector<BenchPoint>& points, Layout layout,
-                                   const TileOptions& tile, const DeviceTarget& target,
-                                   const std::string& op) {
+                                   const DeviceTarget& target, const BenchOptions& o) {
   std::vector<KernelSpec> specs;
   for (const BenchPoint& point : points) {
     try {
       const ForwardParams p = params_for(point, layout, std::nullopt, Buffers{});
       select_forward_spec(p);  // the point's checks, as a call makes them
-      ConfigQuery query = config_query(p);
-      if (op == "bwd") query.operation = Operation::kBackward;  // the tile shown and set is the main kernel's
-      specs.push_back(call_kernel_spec(query, tile.resolve(query, target)));
+      const ConfigQuery query = config_query(p);
+      if (o.op == "bwd") {
+        const BackwardKernel main = resolve_backward(query, o.deterministic, o.tile, target)[1];
+        specs.push_back(call_kernel_spec(main.query, main.resolution));
+        continue;
+      }
+      specs.push_back(call_kernel_spec(query, o.tile.resolve(query, target)));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
       throw UsageError(std::string(to_string(point.dtype)) + " " + std::string(to_string(point.mask)) + " " +
@@ -292,6 +298,7 @@ int execute_decode_bench(const BenchOptions& o) {
 int execute_bench(const BenchOptions& o) {
   o.decode.check_mode(o.op);
   if (o.op == "decode") return execute_decode_bench(o);
+  if (o.deterministic && o.op != "bwd") throw UsageError("--deterministic goes with --op bwd");
   if (!o.plot_path.empty()) check_plot_target(o.plot_path);  // before any measurement, not after
   if (!o.from_path.empty()) {
     const PlotResult plot = render_plot(
@@ -306,8 +313,7 @@ int execute_bench(const BenchOptions& o) {
   const Layout layout = *parse_layout(o.layout);
   const std::vector<BenchPoint> points = bench_plan(shapes_from(o), dtypes, masks);
   std::string target_text;
-  const std::vector<KernelSpec> specs =
-      plan_specs(points, layout, o.tile, o.target.target(&target_text), o.op);
+  const std::vector<KernelSpec> specs = plan_specs(points, layout, o.target.target(&target_text), o);
   const auto explicit_tile = [&](std::size_t i) {
     return o.tile.any() ? std::optional<TileConfig>(specs[i].tile) : std::nullopt;
   };
@@ -425,7 +431,9 @@ Command add_bench_command(CLI::App& parent) {
       "attention_with_kvcache over a cache of each --batch x --seqlen-kv x --page-size (and "
       "--dtype, --head-dim, --mask), random data, a shuffled block table when paged, every sequence "
       "holding --seqlen-kv tokens: microseconds and GB/s of the K/V read plus q and o");
-  app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode (no atomics)");
+  app->add_flag("--deterministic", o->deterministic,
+                "with --op bwd: the deterministic mode (the main kernel and an atomic-free dQ pass; default: "
+                "where a fused family serves the call, sm_90a, one kernel that adds dQ with fp32 atomics)");
   app->add_option("--seed", o->seed, "random seed of the first point's inputs (point i uses seed + i)")
       ->capture_default_str();
   app->add_flag("--json", o->json,

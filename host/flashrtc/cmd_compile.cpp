@@ -27,7 +27,7 @@ struct CompileOptions {
   std::optional<std::int64_t> seqlen, kv_seqlen;
   TileOptions tile;
   TargetOptions target;
-  bool all = false, json = false;
+  bool all = false, json = false, deterministic = false;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
 
@@ -251,12 +251,14 @@ int compile_all(const std::string& arch, const CompileOptions& o) {
   return kExitOk;
 }
 
-// Each kernel of the call's backward (pre-pass, main kernel, dQ pass), the tile options the main kernel's.
+// Each kernel of the call's backward as config --op bwd resolves them (backward_operations: the fused kernel
+// and the dQ conversion, or with --deterministic the main kernel and the dQ pass), the tile options the main
+// kernel's.
 int compile_backward(const ConfigQuery& query, const CompileOptions& options, const DeviceTarget& target,
                      const std::string& arch) {
   Json kernels = Json::array();
   bool first = true;
-  for (BackwardKernel& k : resolve_backward(query, false, options.tile, target)) {
+  for (BackwardKernel& k : resolve_backward(query, options.deterministic, options.tile, target)) {
     if (!options.seqlen) k.resolution.why += "; no length given: --seqlen picks a call's tuned tile";
     const KernelSpec spec = call_kernel_spec(k.query, k.resolution);
     const CompiledKernelInfo info = compile_kernel(spec, arch);
@@ -279,6 +281,8 @@ int execute_compile(const CompileOptions& options) {
   if (!options.all && (options.dtype.empty() || options.head_dim == 0))
     throw UsageError("compile needs --dtype and --head-dim, or --all (which they narrow)");
   const std::string arch = compile_arch(options.target.arch);
+  if (options.all && options.deterministic)
+    throw UsageError("--deterministic goes with --op bwd without --all (which compiles both modes' kernels)");
   if (options.all) return compile_all(arch, options);
   // The kernel a call of this shape would resolve to on the target of arch; without a length, the one for
   // long sequences, and no tuned entry (they are kept per length).
@@ -293,6 +297,7 @@ int execute_compile(const CompileOptions& options) {
   DeviceTarget target = for_arch.target();
   if (!options.seqlen) target.gpu_name.clear();
   if (options.op == "bwd") return compile_backward(query, options, target, arch);
+  if (options.deterministic) throw UsageError("--deterministic goes with --op bwd");
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
   const KernelSpec spec = call_kernel_spec(query, resolution);
@@ -316,8 +321,9 @@ Command add_compile_command(CLI::App& parent) {
   auto options = std::make_shared<CompileOptions>();
   CLI::Option* op = add_op_option(
       *app, options->op,
-      "the kernels of the call's backward (pre-pass, main kernel, dQ pass; the tile options are the main "
-      "kernel's); with --all, only the forward's or only the backward's kernels");
+      "the kernels of the call's backward (pre-pass, main kernel, then the dQ conversion of the fused "
+      "kernel or the dQ pass; the tile options are the main kernel's); with --all, only the forward's or "
+      "only the backward's kernels");
   app->add_option("--dtype", options->dtype, "element type")->check(dtype_validator());
   app->add_option("--head-dim", options->head_dim, "head dimension")->check(head_dim_validator());
   CLI::Option* mask =
@@ -337,6 +343,10 @@ Command add_compile_command(CLI::App& parent) {
       "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "
       "for the arch, plus every tile tuned for the arch (the tuning database); --op, --dtype and --head-dim "
       "narrow it");
+  app->add_flag(
+      "--deterministic", options->deterministic,
+      "with --op bwd: the deterministic mode's kernels (main kernel and atomic-free dQ pass; default: "
+      "the fused kernel where a fused family serves the call)");
   app->add_option("--jobs,-j", options->jobs, "parallel compiles for --all (default: the number of cores)")
       ->check(CLI::Range(1u, 1024u));
   app->add_flag("--json", options->json,

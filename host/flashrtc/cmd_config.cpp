@@ -136,8 +136,8 @@ Command add_config_command(CLI::App& parent) {
   auto o = std::make_shared<ConfigOptions>();
   add_op_option(
       *app, o->op,
-      "the backward's kernels (pre-pass, main kernel, dQ pass), each with its family, tile, source "
-      "and tuning key; the tile options are the main kernel's",
+      "the backward's kernels (pre-pass, main kernel, then the fused kernel's dQ conversion or the dQ "
+      "pass), each with its family, tile, source and tuning key; the tile options are the main kernel's",
       "attention over a KV cache (the --batch, --heads, --heads-kv, --seqlen-q, --seqlen-kv, "
       "--page-size and --splits options describe it): its kernel's family, tile and source, and the "
       "split count kvcache_num_splits gives it");
@@ -154,7 +154,10 @@ Command add_config_command(CLI::App& parent) {
   o->target.add_to(
       *app, "resolve for this arch's limits, e.g. sm_90a (with --gpu-name: that GPU's tuned entries apply)");
   o->tile.add_to(*app);
-  app->add_flag("--deterministic", o->deterministic, "with --op bwd: the deterministic mode's kernels");
+  app->add_flag(
+      "--deterministic", o->deterministic,
+      "with --op bwd: the deterministic mode's kernels (main kernel and atomic-free dQ pass; default: "
+      "the fused kernel where a fused family serves the call)");
   app->add_flag(
       "--json", o->json,
       "one JSON document: config, source, why, family, family_passed_over, tuning_key, tuned, "

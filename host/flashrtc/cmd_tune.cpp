@@ -3,6 +3,7 @@
 // ones that pass - and write the fastest into the tuning database, which every later process uses with no
 // rebuild.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -35,7 +36,7 @@ struct TuneOptions {
   int warmup = 3, iters = 15;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   std::uint64_t seed = 1;
-  bool dry_run = false, compile = false;
+  bool dry_run = false, compile = false, deterministic = false;
   TileOptions tile;
   TargetOptions target;
 };
@@ -54,15 +55,27 @@ ForwardParams shape_of(const TuneOptions& o) {
   return p;
 }
 
-Operation operation_of(const TuneOptions& o) {
+// The kernel whose tiles are swept on arch: the forward's; or the backward's main kernel as
+// backward_operations picks it (the fused kernel unless --deterministic, where a fused family serves the
+// call), or with --kernel dq the deterministic mode's dQ pass.
+Operation operation_of(const TuneOptions& o, const ForwardParams& shape, const std::string& arch) {
   if (o.op != "bwd") return Operation::kForward;
-  return o.kernel == "dq" ? Operation::kBackwardDq : Operation::kBackward;
+  BackwardParams call = backward_of(shape);
+  call.deterministic = o.deterministic;
+  const std::array<Operation, 3> ops =
+      backward_operations(call, arch, config_query(call, Operation::kBackward).traits);
+  if (o.kernel == "main") return ops[1];
+  if (ops[2] != Operation::kBackwardDq)
+    throw UsageError("--kernel dq: the backward on " + arch +
+                     " adds dQ in its fused kernel and runs no dQ pass " +
+                     "unless deterministic; add --deterministic to tune that mode's dQ pass");
+  return ops[2];
 }
 
 // The query whose tile is tuned: the forward call's, or that of one kernel of its backward.
-ConfigQuery tuned_query(const TuneOptions& o, const ForwardParams& shape) {
-  const Operation op = operation_of(o);
-  return op == Operation::kForward ? config_query(shape) : config_query(backward_of(shape), op);
+ConfigQuery tuned_query(const TuneSetup& setup) {
+  return setup.operation == Operation::kForward ? config_query(setup.shape)
+                                                : config_query(backward_of(setup.shape), setup.operation);
 }
 
 // The device the sweep is for: the GPU in hand, or for --dry-run the one --arch/--gpu-name name (published
@@ -71,10 +84,8 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
                     DeviceTarget& target) {
   TuneSetup s;
   s.shape = shape;
-  s.operation = operation_of(o);
   s.space = *parse_tune_space(o.space);
-  s.flops = s.operation == Operation::kForward ? attention_flops(shape)
-                                               : attention_backward_flops(backward_of(shape));
+  s.flops = o.op != "bwd" ? attention_flops(shape) : attention_backward_flops(backward_of(shape));
   if (device_available()) device = current_device();
   target = o.target.target();
   const std::optional<DeviceTarget> in_hand = device ? current_device_target() : std::nullopt;
@@ -99,7 +110,10 @@ TuneSetup setup_for(const TuneOptions& o, const ForwardParams& shape, std::optio
   }
   s.gpu_name = target.gpu_name;
   s.arch = target.arch;
-  s.family = select_kernel_family(s.operation, shape.dtype, static_cast<int>(shape.head_dim), s.arch).family;
+  s.operation = operation_of(o, shape, s.arch);
+  s.family = select_kernel_family(s.operation, shape.dtype, static_cast<int>(shape.head_dim), s.arch,
+                                  tuned_query(s).traits)
+                 .family;
   if (!s.gpu_name.empty())
     s.key = make_tuning_key(s.gpu_name, s.arch, shape.dtype, static_cast<int>(shape.head_dim), shape.mask,
                             shape.seqlen_q, shape.seqlen_kv, s.family->name);
@@ -116,9 +130,9 @@ void report_winner(const TuneOptions& o, const TuneSetup& setup, const ConfigRes
       std::printf("base:      %s: %.4f ms, %.2f TFLOP/s (the winner is %.2fx faster)\n",
                   to_string(baseline.config).c_str(), row.median_ms, row.tflops,
                   row.median_ms / best.median_ms);
-  std::string command = std::string("flashrtc config ") + (o.op == "bwd" ? "--op bwd " : "") + "--dtype " +
-                        o.dtype + " --head-dim " + std::to_string(o.head_dim) + " --seqlen " +
-                        std::to_string(o.seqlen);
+  std::string command = std::string("flashrtc config ") + (o.op == "bwd" ? "--op bwd " : "") +
+                        (o.deterministic ? "--deterministic " : "") + "--dtype " + o.dtype + " --head-dim " +
+                        std::to_string(o.head_dim) + " --seqlen " + std::to_string(o.seqlen);
   if (o.kv_seqlen) command += " --kv-seqlen " + std::to_string(*o.kv_seqlen);
   if (o.mask != "none") command += " --mask " + o.mask;
   std::printf("written:   %s; later processes on this GPU use it for %s (see `%s`)\n",
@@ -129,7 +143,8 @@ int execute_tune(const TuneOptions& o) {
   const ForwardParams shape = shape_of(o);
   validate_forward(shape);  // a bad shape is a usage error before any device work
   if (o.op != "bwd" && o.kernel != "main") throw UsageError("--kernel dq goes with --op bwd");
-  if (operation_of(o) != Operation::kForward) {
+  if (o.op != "bwd" && o.deterministic) throw UsageError("--deterministic goes with --op bwd");
+  if (o.op == "bwd") {
     BackwardParams backward = backward_of(shape);
     backward.lse = reinterpret_cast<const float*>(kValidationPlaceholder);
     validate_backward(backward);
@@ -143,7 +158,7 @@ int execute_tune(const TuneOptions& o) {
   DeviceTarget target;
   const TuneSetup setup = setup_for(o, shape, device, target);
   // The tile calls use now (with --block-m etc. applied) is always swept: the winner is compared with it.
-  const ConfigResolution baseline = o.tile.resolve(tuned_query(o, shape), target);
+  const ConfigResolution baseline = o.tile.resolve(tuned_query(setup), target);
   const int head_dim = static_cast<int>(shape.head_dim);
   auto candidates = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
                                       setup.space, setup.limits);
@@ -240,14 +255,20 @@ Command add_tune_command(CLI::App& parent) {
       "write the fastest to the tuning database");
   auto o = std::make_shared<TuneOptions>();
   add_op_option(*app, o->op,
-                "tune the backward of the call (the main kernel's tiles, each checked against the reference "
-                "gradients and timed as a whole backward call)");
+                "tune the backward of the call (the main kernel's tiles: the fused kernel's where a fused "
+                "family serves the call, else and with --deterministic the separate pass's; each checked "
+                "against the reference gradients and timed as a whole backward call)");
   app->add_option(
          "--kernel", o->kernel,
-         "with --op bwd: main, the main kernel (dK, dV), or dq, the separate dQ pass; the other kernels "
-         "keep their tuned or default tiles while it is swept")
+         "with --op bwd: main, the main kernel (dK, dV; the fused one adds dQ too), or dq, the "
+         "deterministic mode's dQ pass (sm_90a: with --deterministic); the other kernels keep their tuned or "
+         "default tiles while it is swept")
       ->capture_default_str()
       ->check(CLI::IsMember({"main", "dq"}));
+  app->add_flag(
+      "--deterministic", o->deterministic,
+      "with --op bwd: tune the deterministic mode's kernels (main kernel and atomic-free dQ pass) "
+      "instead of the fused kernel that non-deterministic calls run where a fused family serves them");
   app->add_option("--dtype", o->dtype, "element type")->required()->check(dtype_validator());
   app->add_option("--head-dim", o->head_dim, "head dimension")->required()->check(head_dim_validator());
   app->add_option("--seqlen", o->seqlen, "query sequence length")->required()->check(count_validator());

@@ -1,6 +1,8 @@
 #include "config_backward.hpp"
 
+#include <array>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 namespace flashrtc::cli {
@@ -10,6 +12,7 @@ const char* backward_role(Operation op) {
     case Operation::kBackwardPrep:
       return "prep";
     case Operation::kBackward:
+    case Operation::kBackwardFused:
       return "main";
     case Operation::kBackwardDq:
       return "dq";
@@ -26,6 +29,7 @@ const char* backward_label(Operation op) {
     case Operation::kBackwardPrep:
       return "prep:";
     case Operation::kBackward:
+    case Operation::kBackwardFused:
       return "main:";
     case Operation::kBackwardDq:
       return "dQ pass:";
@@ -46,12 +50,29 @@ std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool dete
   call.seqlen_q = query.seqlen_q;
   call.seqlen_kv = query.seqlen_kv;
   call.deterministic = deterministic;
-  std::vector<BackwardKernel> kernels;
-  for (Operation op : backward_operations(call, target.arch, query.traits)) {
+  const auto query_of = [&](Operation op) {
     ConfigQuery q = config_query(call, op);
     q.traits = query.traits;  // the call has no tensors here: the traits are the query's
+    return q;
+  };
+  std::array<Operation, 3> ops = backward_operations(call, target.arch, query.traits);
+  // The tile options make the call's explicit config: the main kernel's resolved tile with the fields given.
+  // As in attention_backward, a config the fused family does not take (block_m=112) runs the separate pass,
+  // whose main kernel's tile the fields then go over.
+  std::optional<ConfigResolution> base;
+  for (int round = 0; round < 2 && tile.any(); ++round) {
+    const Operation main = ops[1];
+    call.config.reset();
+    base = resolve_config(query_of(main), target);
+    call.config = tile.applied_to(base->config);
+    ops = backward_operations(call, target.arch, query.traits);
+    if (ops[1] == main) break;
+  }
+  std::vector<BackwardKernel> kernels;
+  for (Operation op : ops) {
+    const ConfigQuery q = query_of(op);
     kernels.push_back(
-        {op, q, op == Operation::kBackward || op == Operation::kBackwardFused ? tile.resolve(q, target) : resolve_config(q, target)});
+        {op, q, op == ops[1] && base ? tile.resolve_over(q, *base, target) : resolve_config(q, target)});
   }
   return kernels;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // `flashrtc config --op bwd`: the families and tiles of a backward call's kernels (pre-pass, main kernel, dQ
-// pass), each resolved as attention_backward resolves it.
+// pass or conversion: backward_operations), each resolved as attention_backward resolves it.
 #include <string>
 #include <vector>
 
@@ -16,12 +16,14 @@ struct BackwardKernel {
   ConfigResolution resolution;
 };
 
-/// The kernels of the backward of query's call (query.operation is ignored) on target, in launch order; tile
-/// (the command's tile options) applies to the main kernel as BackwardParams::config does.
+/// The kernels of the backward of query's call (query.operation is ignored) on target, in launch order
+/// (backward_operations: the main kernel second); tile (the command's tile options) applies to the main
+/// kernel as BackwardParams::config does, so a tile the fused family does not take selects the separate pass.
 std::vector<BackwardKernel> resolve_backward(const ConfigQuery& query, bool deterministic,
                                              const TileOptions& tile, const DeviceTarget& target);
 
-/// What a backward kernel does in the call: "prep", "main", "dq", "dq_convert" (JSON), and its text label.
+/// What a backward kernel does in the call: "prep", "main" (kBackward or kBackwardFused), "dq", "dq_convert"
+/// (JSON), and its text label.
 const char* backward_role(Operation op);
 const char* backward_label(Operation op);
 

@@ -84,12 +84,20 @@ void TileOptions::add_to(CLI::App& app) {
 ConfigResolution TileOptions::resolve(ConfigQuery query, const DeviceTarget& target) const {
   const ConfigResolution base = resolve_config(query, target);
   if (!any()) return base;
-  TileConfig tile = base.config;
+  return resolve_over(std::move(query), base, target);
+}
+
+TileConfig TileOptions::applied_to(TileConfig tile) const {
   if (block_m) tile.block_m = *block_m;
   if (block_n) tile.block_n = *block_n;
   if (warps) tile.warps = *warps;
   if (stages) tile.stages = *stages;
-  query.explicit_config = tile;
+  return tile;
+}
+
+ConfigResolution TileOptions::resolve_over(ConfigQuery query, const ConfigResolution& base,
+                                           const DeviceTarget& target) const {
+  query.explicit_config = applied_to(base.config);
   ConfigResolution r = resolve_config(query, target);
   r.why = "the fields given on the command line over the " + std::string(to_string(base.source)) + " tile " +
           to_string(base.config) + " (" + base.why + ")";

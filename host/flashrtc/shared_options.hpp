@@ -44,6 +44,12 @@ struct TileOptions {
   /// Error as resolve_config does: a malformed FLASHRTC_CONFIG or a tile the family cannot build is
   /// kInvalidArgument, one that exceeds target's shared memory kUnsupported.
   ConfigResolution resolve(ConfigQuery query, const DeviceTarget& target) const;
+  /// base with the given fields replaced.
+  TileConfig applied_to(TileConfig base) const;
+  /// resolve with base as the resolution the fields go over (one of another query, when the fields decide
+  /// which kernel runs: the backward's main kernel).
+  ConfigResolution resolve_over(ConfigQuery query, const ConfigResolution& base,
+                                const DeviceTarget& target) const;
 };
 
 /// --arch and --gpu-name in config, compile, bench --dry-run and tune --dry-run: the device a tile is

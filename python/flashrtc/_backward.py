@@ -29,9 +29,13 @@ def attention_backward(dout, q, k, v, o, lse, *, causal=None, is_causal: bool = 
     the mask (is_causal or causal, taken as attention() takes them), scale and layout must be the forward's
     too; enable_gqa as attention()'s. dout has o's shape and dtype (any valid strides). dq, dk, dv: where to
     write the gradients (shapes and dtypes of q, k, v); default torch.empty_like of each. dk and dv are
-    summed over the query heads of a group (GQA). deterministic: the same bits on every run (no
-    floating-point atomics; may be slower); None (default) follows torch.are_deterministic_algorithms_enabled()
-    as attention() does (False where torch is not imported). config: explicit tile of the main kernel.
+    summed over the query heads of a group (GQA). deterministic: True runs the main kernel (dk, dv) and an
+    atomic-free dq pass: the same bits on every run. False runs, where a fused kernel serves the call (sm_90a,
+    float16/bfloat16, d 64, 96 or 128), one kernel that also adds dq into an fp32 workspace with atomics in
+    no fixed order, so dq may differ in its last bits from run to run (elsewhere the same kernels as True).
+    None (default) follows torch.are_deterministic_algorithms_enabled() as attention() does (False where
+    torch is not imported). config: explicit tile of the main kernel (fused or not; a tile the fused kernel
+    does not take runs the separate pass).
 
     The same tensor rules as attention() for every tensor; lse float32 [B, Hq, Nq], contiguous. Raises
     InvalidArgumentError naming the tensor whose shape, dtype, strides or device does not fit (nothing is

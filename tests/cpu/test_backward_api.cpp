@@ -3,6 +3,7 @@
 // family table. Pointers are fake (never dereferenced: calls stop at validation or at NoDevice).
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -154,6 +155,73 @@ TEST_CASE("backward calls resolve through the family table, the explicit tile to
   CHECK(resolve_config(q, no_device_target()).family->name == "bwd-prep");
 }
 
+TEST_CASE(
+    "backward_operations: the fused kernel for non-deterministic calls a fused family serves, else the "
+    "separate pass") {
+  const std::array<Operation, 3> fused = {Operation::kBackwardPrep, Operation::kBackwardFused,
+                                          Operation::kBackwardDqConvert};
+  const std::array<Operation, 3> separate = {Operation::kBackwardPrep, Operation::kBackward,
+                                             Operation::kBackwardDq};
+  const unsigned no_tma = kAllCallTraits & ~kCallTmaStrides;
+  BackwardParams p = valid_params();
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (std::int64_t head_dim : {64, 96, 128}) {
+      INFO(to_string(dtype) << " d=" << head_dim);
+      p.dtype = dtype, p.head_dim = head_dim, p.deterministic = false;
+      CHECK(backward_operations(p, "sm_90a") == fused);
+      CHECK(backward_operations(p, "sm_90a", no_tma) == separate);  // strides no TMA map describes
+      for (const char* arch : {"sm_80", "sm_90", ""}) CHECK(backward_operations(p, arch) == separate);
+      p.deterministic = true;  // same bits every run: no atomics
+      CHECK(backward_operations(p, "sm_90a") == separate);
+    }
+  p.dtype = DType::kBFloat16, p.deterministic = false;
+  p.head_dim = 256;
+  CHECK(backward_operations(p, "sm_90a") == separate);
+  p.head_dim = 32;
+  CHECK(backward_operations(p, "sm_90a") == separate);
+  p.head_dim = 64, p.dtype = DType::kFloat32;
+  CHECK(backward_operations(p, "sm_90a") == separate);
+
+  // An explicit config is the main kernel's: a tile the fused family does not take runs the separate pass.
+  p.dtype = DType::kBFloat16;
+  p.config = TileConfig{112, 128, 12, 2};  // bwd-wgmma's d=64 default
+  CHECK(backward_operations(p, "sm_90a") == separate);
+  p.config = TileConfig{64, 128, 12, 3};
+  CHECK(backward_operations(p, "sm_90a") == fused);
+  p.head_dim = 128;  // three stages exceed the fused kernel's shared memory at d=128
+  CHECK(backward_operations(p, "sm_90a") == separate);
+  p.head_dim = 64, p.deterministic = true;
+  CHECK(backward_operations(p, "sm_90a") == separate);
+}
+
+TEST_CASE("the fused kernel takes the call's config as its tile; on sm_90a its default is 64x128x12x2") {
+  BackwardParams p = valid_params();
+  CHECK(explicit_tile(p, Operation::kBackwardFused) == &p.config);
+  CHECK(explicit_tile(p, Operation::kBackwardDqConvert) == nullptr);
+  const DeviceTarget hopper = assumed_device_target("", "sm_90a");
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (std::int64_t head_dim : {64, 96, 128})
+      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+        INFO(to_string(dtype) << " d=" << head_dim << " " << to_string(mask));
+        p.dtype = dtype, p.head_dim = head_dim, p.mask = mask;
+        const ConfigResolution r = resolve_config(config_query(p, Operation::kBackwardFused), hopper);
+        CHECK(r.family->name == "bwd-wgmma-fused");
+        CHECK(r.source == ConfigSource::kDefault);
+        CHECK(r.config == TileConfig{64, 128, 12, 2});
+      }
+  p.dtype = DType::kBFloat16, p.head_dim = 64, p.mask = MaskKind::kNone;
+  p.config = TileConfig{64, 128, 12, 3};
+  const ConfigQuery q = config_query(p, Operation::kBackwardFused);
+  CHECK(q.explicit_config == p.config);
+  const ConfigResolution r = resolve_config(q, hopper);
+  CHECK(r.family->name == "bwd-wgmma-fused");
+  CHECK(r.source == ConfigSource::kExplicit);
+  CHECK(r.config == *p.config);
+  // No fused family runs on sm_80.
+  p.config.reset();
+  CHECK_THROWS_AS(resolve_config(config_query(p, Operation::kBackwardFused), no_device_target()), Error);
+}
+
 TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep their own") {
   RuntimeConfig config = runtime_config();
   config.config_override = "block_m=128,block_n=96";
@@ -168,6 +236,10 @@ TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep the
     CHECK(r.source == ConfigSource::kDefault);
     CHECK(r.config == r.family->default_config(DType::kBFloat16, 64, MaskKind::kNone, kSmemBytesSm80));
   }
+  q.operation = Operation::kBackwardFused;  // on sm_90a, where it runs
+  const ConfigResolution fused = resolve_config(q, assumed_device_target("", "sm_90a"));
+  CHECK(fused.source == ConfigSource::kDefault);
+  CHECK(fused.config == TileConfig{64, 128, 12, 2});
 }
 
 // The Python helper binds this struct with ctypes: a change here must change it too.

@@ -1,6 +1,6 @@
-// Every default specialization of the backward's kernel families compiles under NVRTC (no GPU needed) for
-// sm_80 and sm_90a (each family for the archs it runs on), with a ptxas resource report, no spills, no
-// serialized wgmma and a shared-memory plan that fits its archs.
+// Every default specialization of the backward's kernel families (a sample of the fused kernel's) compiles
+// under NVRTC (no GPU needed) for sm_80 and sm_90a (each family for the archs it runs on), with a ptxas
+// resource report, no spills, no serialized wgmma and a shared-memory plan that fits its archs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,6 +32,19 @@ struct Job {
 
 bool has_mask_argument(const KernelFamily& family) {
   return family.takes(TemplateArg::kMask);
+}
+
+bool is_backward(Operation op) {
+  return (op >= Operation::kBackward && op <= Operation::kBackwardDqConvert) ||
+         op == Operation::kBackwardFused;
+}
+
+// The fused kernel's defaults are one tile; a handful of its specializations (bf16 at each head dim, every
+// mask at d=128, fp16 at d=128) keeps the sm_90a compiles within what CI's two cores take.
+bool sampled(const KernelFamily& family, DType dtype, int head_dim, MaskKind mask) {
+  if (family.operation != Operation::kBackwardFused) return true;
+  return head_dim == 128 ? dtype == DType::kBFloat16 || mask == MaskKind::kNone
+                         : dtype == DType::kBFloat16 && mask == MaskKind::kNone;
 }
 
 RuntimeConfig memory_only_config() {
@@ -76,6 +89,21 @@ TEST_CASE("every backward family is in the table, one per operation and dtype gr
     for (int head_dim : {64, 96, 128})
       CHECK(select_kernel_family(Operation::kBackwardDq, dtype, head_dim, "sm_90a").family->name ==
             "bwd-dq-wgmma");
+  // The fused main kernel: Hopper only, fp16 and bf16 at d 64, 96 and 128; everything else runs the separate
+  // pass (backward_operations).
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int head_dim : {64, 96, 128}) {
+      const KernelFamily* fused =
+          select_kernel_family(Operation::kBackwardFused, dtype, head_dim, "sm_90a").family;
+      CHECK(fused->name == "bwd-wgmma-fused");
+      CHECK(fused->operation == Operation::kBackwardFused);
+      CHECK(serving_kernel_families(Operation::kBackwardFused, dtype, head_dim, "sm_80").empty());
+    }
+    for (int head_dim : {32, 256})
+      CHECK(serving_kernel_families(Operation::kBackwardFused, dtype, head_dim, "sm_90a").empty());
+  }
+  CHECK(serving_kernel_families(Operation::kBackwardFused, DType::kFloat32, 64, "sm_90a").empty());
+  CHECK(std::string(to_string(Operation::kBackwardFused)) == "backward-fused");
   CHECK(portable_family(Operation::kBackward, DType::kBFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackward, DType::kFloat16).name == "bwd-mma");
   CHECK(portable_family(Operation::kBackwardDq, DType::kBFloat16).name == "bwd-dq-mma");
@@ -97,6 +125,10 @@ TEST_CASE("backward tiles: the kernels' own rules refuse what they cannot build,
   // d = 256 with one warp per 16 keys holds 256 dK/dV accumulators: over the register budget.
   CHECK(main.check_config(DType::kBFloat16, 256, {32, 64, 4, 2}, kSmemBytesSm80).find("block_m/block_n") ==
         0);
+  // The fused kernel takes 64 or 128 queries of 128 keys in 12 warps: not bwd-wgmma's d=64 default.
+  const KernelFamily& fused = *find_kernel_family("bwd-wgmma-fused");
+  CHECK(fused.check_config(DType::kBFloat16, 64, {64, 128, 12, 3}, kSmemBytesSm90) == "");
+  CHECK(fused.check_config(DType::kBFloat16, 64, {112, 128, 12, 2}, kSmemBytesSm90).find("block_m") == 0);
   const KernelFamily& rows = portable_family(Operation::kBackwardPrep, DType::kFloat32);
   CHECK(rows.check_config(DType::kFloat32, 64, {16, 2, 4, 1}, kSmemBytesSm80).find("block_n") == 0);
   CHECK(rows.check_config(DType::kFloat32, 64, {6, 1, 4, 1}, kSmemBytesSm80).find("block_m") == 0);
@@ -108,14 +140,13 @@ TEST_CASE(
   test::ConfigOverride config(memory_only_config());
   std::vector<Job> jobs;
   for (const KernelFamily* family : kernel_families()) {
-    // The backward's four operations (kBackward to kBackwardDqConvert); the forward and decode families have
-    // suites of their own.
-    if (family->operation < Operation::kBackward || family->operation > Operation::kBackwardDqConvert) continue;
+    // The backward's five operations; the forward and decode families have suites of their own.
+    if (!is_backward(family->operation)) continue;
     for (DType dtype : family->dtypes)
       for (int head_dim : kHeadDims)
         for (MaskKind mask : kMasks) {
           if (mask != MaskKind::kNone && !has_mask_argument(*family)) continue;
-          if (!family->serves_head_dim(head_dim)) continue;
+          if (!family->serves_head_dim(head_dim) || !sampled(*family, dtype, head_dim, mask)) continue;
           for (const char* arch : kArchs) {
             if (!family->arch_mismatch(arch).empty()) continue;
             const std::size_t smem = std::string(arch) == "sm_80" ? kSmemBytesSm80 : kSmemBytesSm90;
@@ -129,6 +160,9 @@ TEST_CASE(
         }
   }
   REQUIRE(jobs.size() >= 100);
+  CHECK(std::count_if(jobs.begin(), jobs.end(), [](const Job& job) {
+          return job.spec.family->operation == Operation::kBackwardFused;
+        }) == 6);
 
   std::atomic<std::size_t> next{0};
   auto worker = [&] {

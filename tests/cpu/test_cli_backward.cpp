@@ -245,14 +245,122 @@ TEST_CASE(
             .exit_code == 2);
 }
 
-#endif
-
-TEST_CASE("flashrtc config --op bwd for sm_90a: the Hopper families, as a call with tensors resolves them") {
+TEST_CASE(
+    "flashrtc config --op bwd for sm_90a: the fused kernel by default, the Hopper separate pass when "
+    "deterministic or for a tile the fused family does not take") {
   Sandbox box("flashrtc-cli-bwd-config-hopper");
-  const Result r = box.run({"config", "--op", "bwd", "--dtype", "bf16", "--head-dim", "128", "--seqlen", "4096",
-                            "--gpu-name", "Test GPU 141GB", "--arch", "sm_90a"});
+  const std::vector<std::string> call = {"config",         "--op",   "bwd",      "--dtype", "bf16",
+                                         "--head-dim",     "64",     "--seqlen", "4096",    "--gpu-name",
+                                         "Test GPU 141GB", "--arch", "sm_90a"};
+  Result r = box.run(call);
   REQUIRE(r.exit_code == 0);
-  CHECK(line_of(r.out, "main:").rfind("main:       bwd-wgmma ", 0) == 0);
-  CHECK(line_of(r.out, "dQ pass:").rfind("dQ pass:    bwd-dq-wgmma ", 0) == 0);
+  CHECK(line_of(r.out, "main:") == "main:       bwd-wgmma-fused " + to_string(TileConfig{64, 128, 12, 2}));
+  CHECK(line_of(r.out, "dQ convert:").rfind("dQ convert: bwd-dq-convert ", 0) == 0);
+  CHECK(line_of(r.out, "dQ pass:").empty());
   CHECK(block_of(r.out, "main:").find("passed over") == std::string::npos);
+  CHECK(block_of(r.out, "main:").find(" bwd-wgmma-fused bf16 d=64 ") != std::string::npos);  // its own key
+  json doc = json::parse(box.run(with(call, {"--json"})).out);
+  CHECK(doc.at("deterministic") == false);
+  CHECK(doc.at("kernels")[1].at("role") == "main");
+  CHECK(doc.at("kernels")[1].at("operation") == "backward-fused");
+  CHECK(doc.at("kernels")[2].at("role") == "dq_convert");
+
+  // --deterministic: the main kernel and the atomic-free dQ pass, Hopper's both.
+  r = box.run(with(call, {"--deterministic"}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "call:").find(", deterministic") != std::string::npos);
+  CHECK(line_of(r.out, "main:") == "main:       bwd-wgmma " + to_string(TileConfig{112, 128, 12, 2}));
+  CHECK(line_of(r.out, "dQ pass:").rfind("dQ pass:    bwd-dq-wgmma ", 0) == 0);
+  CHECK(line_of(r.out, "dQ convert:").empty());
+
+  // The tile options: a tile the fused family takes stays fused; block_m=112 runs the separate pass, as a
+  // call with that config does.
+  r = box.run(with(call, {"--stages", "3"}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "main:") == "main:       bwd-wgmma-fused " + to_string(TileConfig{64, 128, 12, 3}));
+  CHECK(block_of(r.out, "main:")
+            .find("  source:     explicit (the fields given on the command line over the default tile " +
+                  to_string(TileConfig{64, 128, 12, 2})) != std::string::npos);
+  r = box.run(with(call, {"--block-m", "112"}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "main:") == "main:       bwd-wgmma " + to_string(TileConfig{112, 128, 12, 2}));
+  CHECK(block_of(r.out, "main:").find("  source:     explicit") != std::string::npos);
+  CHECK(line_of(r.out, "dQ pass:").rfind("dQ pass:    bwd-dq-wgmma ", 0) == 0);
+  CHECK(box.run(with(call, {"--block-m", "112", "--warps", "5"})).exit_code == 2);
 }
+
+TEST_CASE("flashrtc bench --op bwd shows the tile of the main kernel that runs: fused unless deterministic") {
+  Sandbox box("flashrtc-cli-bwd-bench");
+  const std::vector<std::string> call = {"bench",  "--op",    "bwd",         "--dry-run", "--json",
+                                         "--arch", "sm_90a",  "--dtype",     "bf16",      "--mask",
+                                         "none",   "--shape", "2,16,4096,64"};
+  const auto tile_of = [](const Result& r) {
+    REQUIRE(r.exit_code == 0);
+    const json row = json::parse(r.out.substr(0, r.out.find('\n')));
+    CHECK(row.at("mode") == "bwd");
+    const json& t = row.at("tile");
+    return TileConfig{t.at("block_m").get<int>(), t.at("block_n").get<int>(), t.at("warps").get<int>(),
+                      t.at("stages").get<int>()};
+  };
+  CHECK(tile_of(box.run(call)) == TileConfig{64, 128, 12, 2});                              // bwd-wgmma-fused
+  CHECK(tile_of(box.run(with(call, {"--deterministic"}))) == TileConfig{112, 128, 12, 2});  // bwd-wgmma
+  CHECK(tile_of(box.run(with(call, {"--stages", "3"}))) == TileConfig{64, 128, 12, 3});
+  CHECK(tile_of(box.run(with(call, {"--block-m", "112"}))) == TileConfig{112, 128, 12, 2});
+  // sm_80 has no fused family: both modes run bwd-mma.
+  std::vector<std::string> ampere = call;
+  ampere[6] = "sm_80";
+  const TileConfig mma = find_kernel_family("bwd-mma")->default_config(DType::kBFloat16, 64, MaskKind::kNone,
+                                                                       kSmemBytesSm80, 4096, "sm_80");
+  CHECK(tile_of(box.run(ampere)) == mma);
+  CHECK(tile_of(box.run(with(ampere, {"--deterministic"}))) == mma);
+  CHECK(box.run({"bench", "--dry-run", "--shape", "1,8,64,64", "--dtype", "bf16", "--deterministic"})
+            .exit_code == 2);  // --deterministic goes with --op bwd
+}
+
+TEST_CASE(
+    "flashrtc tune --op bwd on sm_90a sweeps the fused kernel's tiles; --deterministic the separate pass's") {
+  Sandbox box("flashrtc-cli-bwd-tune-hopper");
+  const std::vector<std::string> call = {"tune",   "--op",       "bwd",        "--dry-run",     "--dtype",
+                                         "bf16",   "--head-dim", "128",        "--seqlen",      "4096",
+                                         "--arch", "sm_90a",     "--gpu-name", "Test GPU 141GB"};
+  const std::filesystem::path rows_path = box.tuning.dir() / "rows.json";
+  Result r = box.run(with(call, {"--output", rows_path.string()}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "tune:").find("bwd-wgmma-fused kernels (the main kernel's tiles") !=
+        std::string::npos);
+  CHECK(line_of(r.out, "key:").find(" bwd-wgmma-fused bf16 d=128 mask=none Nq<=4096 Nk<=4096") !=
+        std::string::npos);
+  CHECK(
+      line_of(r.out, "base:").rfind("base:      " + to_string(TileConfig{64, 128, 12, 2}) + " (default", 0) ==
+      0);
+  json rows = json::parse(test::read_text(rows_path));
+  CHECK(rows.at("kernel") == "backward-fused");
+  CHECK(rows.at("family") == "bwd-wgmma-fused");
+  const KernelFamily& fused = *find_kernel_family("bwd-wgmma-fused");
+  for (const json& row : rows.at("rows")) {
+    const TileConfig tile{row.at("block_m").get<int>(), row.at("block_n").get<int>(),
+                          row.at("warps").get<int>(), row.at("stages").get<int>()};
+    INFO(to_string(tile));
+    CHECK(fused.check_config(DType::kBFloat16, 128, tile, kSmemBytesSm90) == "");
+  }
+
+  r = box.run(with(call, {"--deterministic", "--output", rows_path.string()}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "tune:").find("bwd-wgmma kernels (the main kernel's tiles") != std::string::npos);
+  CHECK(line_of(r.out, "key:").find(" bwd-wgmma bf16 d=128 ") != std::string::npos);
+  rows = json::parse(test::read_text(rows_path));
+  CHECK(rows.at("kernel") == "backward");
+
+  // The dQ pass runs only in the deterministic mode on sm_90a.
+  r = box.run(with(call, {"--kernel", "dq"}));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--deterministic") != std::string::npos);
+  r = box.run(with(call, {"--kernel", "dq", "--deterministic"}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(line_of(r.out, "key:").find(" bwd-dq-wgmma bf16 d=128 ") != std::string::npos);
+  CHECK(box.run({"tune", "--dry-run", "--dtype", "bf16", "--head-dim", "64", "--seqlen", "64",
+                 "--deterministic"})
+            .exit_code == 2);  // --deterministic goes with --op bwd
+}
+
+#endif

@@ -24,6 +24,7 @@
 #include "cpu/helpers/file_permissions.hpp"
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/arch.hpp"
+#include "flashrtc/attention_backward.hpp"
 #include "flashrtc/cache_entries.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
@@ -429,12 +430,16 @@ TEST_CASE("tune --dry-run lists the shared memory each tile's kernel launches wi
           const auto rows = dry_run_rows(r.out);
           CHECK_FALSE(rows.empty());
           for (const auto& [tile, smem] : rows) {
-            // What `compile --arch ARCH --seqlen 4096` with this tile builds (its resolution and spec).
+            // What `compile --arch ARCH --seqlen 4096` with this tile builds (its resolution and spec); the
+            // backward's main kernel as backward_operations picks it (sm_90a bf16: the fused one).
             ConfigQuery query;
-            query.operation = std::string(op) == "bwd" ? Operation::kBackward : Operation::kForward;
             query.dtype = *parse_dtype(dtype);
             query.head_dim = std::stoi(head_dim);
             query.seqlen_q = query.seqlen_kv = 4096;
+            BackwardParams call;
+            call.dtype = query.dtype, call.head_dim = query.head_dim;
+            query.operation =
+                std::string(op) == "bwd" ? backward_operations(call, arch)[1] : Operation::kForward;
             query.explicit_config = tile;
             const KernelSpec spec =
                 call_kernel_spec(query, resolve_config(query, assumed_device_target("", arch)));
@@ -618,6 +623,17 @@ TEST_CASE("compile --op bwd compiles the backward's kernels as config --op bwd r
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("main: ") != std::string::npos);
   CHECK(text.out.find("from:           disk") != std::string::npos);  // warmed by the first one
+  // sm_80 has no fused kernel: the deterministic mode compiles the same kernels (from the disk cache now).
+  const Result deterministic = box.run(with({"compile", "--json", "--deterministic"}, call));
+  REQUIRE(deterministic.exit_code == 0);
+  const json same = json::parse(deterministic.out).at("kernels");
+  REQUIRE(same.size() == kernels.size());
+  for (std::size_t i = 0; i < same.size(); ++i)
+    CHECK(same[i].at("resolution").at("family") == kernels[i].at("resolution").at("family"));
+  CHECK(same[2].at("role") == "dq");
+  CHECK(box.run({"compile", "--deterministic", "--arch", "sm_80", "--dtype", "bf16", "--head-dim", "64"})
+            .exit_code == 2);  // --deterministic goes with --op bwd
+  CHECK(box.run({"compile", "--all", "--op", "bwd", "--deterministic", "--arch", "sm_80"}).exit_code == 2);
 }
 
 TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only those kernels") {

@@ -1,11 +1,14 @@
-// Tuned backward tiles on the GPU: an entry of the tuning database for the backward's main kernel is what
-// attention_backward launches, and the gradients it gives match the reference. The second case checks the
-// entries of the database in use (tests/gpu/tune_bwd_then_config.sh runs it on what `flashrtc tune --op bwd`
-// wrote, in a process of its own; elsewhere it is skipped).
+// Tuned backward tiles on the GPU: an entry of the tuning database for a backward kernel that takes a tile
+// (the fused main kernel, the main kernel, the dQ pass) is what attention_backward launches in the mode that
+// runs it, and the gradients it gives match the reference. The second case checks the entries of the
+// database in use (tests/gpu/tune_bwd_then_config.sh runs it on what `flashrtc tune --op bwd` wrote, in a
+// process of its own; elsewhere it is skipped).
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
+#include <vector>
 
 #include "cpu/helpers/tuning_test_util.hpp"
 #include "flashrtc/cache_entries.hpp"
@@ -17,18 +20,27 @@ using flashrtc::testing::BackwardCase;
 
 namespace {
 
-ConfigQuery kernel_query(const BackwardCase& c, Operation op) {
+// The case's call without tensors; its tensors (contiguous or padded views) are all TMA-describable.
+BackwardParams call_of(const BackwardCase& c) {
   BackwardParams p;
   p.dtype = c.dtype, p.head_dim = c.head_dim, p.mask = c.mask, p.seqlen_q = c.seqlen_q,
-  p.seqlen_kv = c.seqlen_kv;
-  ConfigQuery q = config_query(p, op);
-  q.traits = kAllCallTraits;  // the case's tensors (contiguous or padded views) are all TMA-describable
+  p.seqlen_kv = c.seqlen_kv, p.deterministic = c.deterministic;
+  return p;
+}
+
+ConfigQuery kernel_query(const BackwardCase& c, Operation op) {
+  ConfigQuery q = config_query(call_of(c), op);
+  q.traits = kAllCallTraits;
   return q;
 }
 
-// The backward of case c resolves the kernel of op to entry's tile, and its gradients pass the reference
-// check.
-void check_tuned(const BackwardCase& c, Operation op, const TuningEntry& entry, const DeviceTarget& target) {
+// The backward of case c, in the mode that runs op's kernel (the fused one only in non-deterministic calls,
+// the separate pass's in every deterministic one), launches it with entry's tile, and its gradients pass the
+// reference check.
+void check_tuned(BackwardCase c, Operation op, const TuningEntry& entry, const DeviceTarget& target) {
+  c.deterministic = op != Operation::kBackwardFused;
+  const std::array<Operation, 3> ops = backward_operations(call_of(c), target.arch);
+  REQUIRE(std::find(ops.begin(), ops.end(), op) != ops.end());
   const ConfigResolution r = resolve_config(kernel_query(c, op), target);
   INFO(c.describe() << ": " << r.why);
   CHECK(r.source == ConfigSource::kTuned);
@@ -47,9 +59,18 @@ TEST_CASE("tuned backward entries are the tiles attention_backward launches, and
     BackwardCase c;
     c.dtype = dtype, c.head_dim = 64, c.mask = MaskKind::kCausalTopLeft;
     c.heads_q = c.heads_kv = 2, c.seqlen_q = c.seqlen_kv = 300;
-    // A tile other than the default for the main kernel and for the dQ pass, each under its family's key.
+    // A tile other than the default for each kernel that takes one, in both modes (on sm_90a the fused main
+    // kernel, and the deterministic mode's main kernel and dQ pass), each under its family's key.
+    std::vector<Operation> tuned;
+    for (bool deterministic : {false, true}) {
+      c.deterministic = deterministic;
+      for (Operation op : backward_operations(call_of(c), target.arch))
+        if (explicit_tile(BackwardParams{}, op) && std::find(tuned.begin(), tuned.end(), op) == tuned.end())
+          tuned.push_back(op);
+    }
+    c.deterministic = false;
     std::vector<std::string> expected;
-    for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
+    for (Operation op : tuned) {
       const KernelFamily& family = *resolve_config(kernel_query(c, op), target).family;
       const TileConfig fallback = family.default_config(c.dtype, c.head_dim, c.mask, target.smem_limit_bytes,
                                                         c.seqlen_kv, target.arch);

@@ -1,8 +1,11 @@
-// The Hopper backward main kernel (bwd-wgmma: dK and dV by TMA and wgmma) against the reference gradients:
-// the head dims and dtypes it serves, every mask, GQA, odd lengths, both layouts, padded views and its own
-// tile space. Every case needs an sm_90a GPU; elsewhere the suite reports them skipped.
+// The Hopper backward main kernels against the reference gradients: the default call's bwd-wgmma-fused (dK,
+// dV and dQ by TMA and wgmma, dQ reduce-added into an fp32 workspace) over the head dims and dtypes it
+// serves, every mask, GQA, odd lengths, both layouts and padded views; its other tile; and bwd-wgmma
+// (deterministic calls) over its own tile space. Every case needs an sm_90a GPU; elsewhere the suite reports
+// them skipped.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <vector>
 
 #include "flashrtc/flashrtc.hpp"
@@ -29,23 +32,45 @@ constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKi
 
 }  // namespace
 
-TEST_CASE("the default backward main kernel on sm_90a is bwd-wgmma for d = 64, 96, 128, bwd-mma beyond" * FLASHRTC_NEEDS_SM90A) {
+TEST_CASE(
+    "the default backward on sm_90a: bwd-wgmma-fused for d = 64, 96, 128, bwd-wgmma when deterministic, "
+    "bwd-mma beyond" *
+    FLASHRTC_NEEDS_SM90A) {
+  const DeviceTarget target = *current_device_target();
   BackwardParams p;
   p.batch = 1, p.seqlen_q = p.seqlen_kv = 256, p.heads_q = p.heads_kv = 2;
   alignas(16) static unsigned char dummy[16];
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
-    for (int d : {64, 96, 128, 256}) {
-      p.dtype = dtype, p.head_dim = d;
-      p.q = p.k = p.v = p.o = p.d_o = p.d_q = p.d_k = p.d_v = TensorRef::bnhd(dummy, 256, 2, d);
-      const ConfigResolution r =
-          resolve_config(config_query(p, Operation::kBackward), *current_device_target());
-      INFO(to_string(dtype) << " d=" << d);
-      REQUIRE(r.family != nullptr);
-      CHECK(r.family->name == (d <= 128 ? "bwd-wgmma" : "bwd-mma"));
-    }
+    for (int d : {64, 96, 128, 256})
+      for (bool deterministic : {false, true}) {
+        p.dtype = dtype, p.head_dim = d, p.deterministic = deterministic;
+        p.q = p.k = p.v = p.o = p.d_o = p.d_q = p.d_k = p.d_v = TensorRef::bnhd(dummy, 256, 2, d);
+        INFO(to_string(dtype) << " d=" << d << (deterministic ? " deterministic" : ""));
+        // As attention_backward resolves them: the operations for the call's traits, each its own family.
+        const std::array<Operation, 3> ops =
+            backward_operations(p, target.arch, config_query(p, Operation::kBackward).traits);
+        const ConfigResolution main = resolve_config(config_query(p, ops[1]), target);
+        const ConfigResolution dq = resolve_config(config_query(p, ops[2]), target);
+        REQUIRE(main.family != nullptr);
+        if (d > 128) {
+          CHECK(main.family->name == "bwd-mma");
+          CHECK(dq.family->name == "bwd-dq-mma");
+        } else if (deterministic) {
+          CHECK(main.family->name == "bwd-wgmma");
+          CHECK(dq.family->name == "bwd-dq-wgmma");
+        } else {
+          CHECK(main.family->name == "bwd-wgmma-fused");
+          CHECK(main.config == TileConfig{64, 128, 12, 2});
+          CHECK(dq.family->name == "bwd-dq-convert");
+        }
+      }
 }
 
-TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes" * FLASHRTC_NEEDS_SM90A) {
+// The default (non-deterministic) call: the fused kernel, as the test above resolves it.
+TEST_CASE(
+    "the default backward on sm_90a (bwd-wgmma-fused) matches the reference: dtypes x head dims x masks x "
+    "shapes" *
+    FLASHRTC_NEEDS_SM90A) {
   std::vector<BackwardCase> cases;
   int i = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
@@ -70,7 +95,8 @@ TEST_CASE("bwd-wgmma matches the reference: dtypes x head dims x masks x shapes"
   for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
-TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs" * FLASHRTC_NEEDS_SM90A) {
+TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs" *
+          FLASHRTC_NEEDS_SM90A) {
   // Narrow and wide query steps, three consumer groups (192 keys), a three-stage ring.
   const TileConfig tiles[] = {{32, 128, 12, 2}, {48, 192, 16, 2}, {64, 128, 12, 3}, {80, 128, 12, 2}};
   std::vector<BackwardCase> cases;
@@ -90,5 +116,49 @@ TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits o
     REQUIRE(runs.size() == 2);
     CHECK(runs[0].dk == runs[1].dk);
     CHECK(runs[0].dv == runs[1].dv);
+  }
+}
+
+// At d=128 three stages exceed the fused kernel's shared memory: such a call runs bwd-wgmma.
+TEST_CASE("bwd-wgmma-fused's other tile, 64x128x12x3, matches the reference at d = 64 and 96" *
+          FLASHRTC_NEEDS_SM90A) {
+  const TileConfig tile{64, 128, 12, 3};
+  std::vector<BackwardCase> cases;
+  int i = 0;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 96}) {
+      BackwardParams call;  // the explicit tile keeps the call on the fused kernel
+      call.dtype = dtype, call.head_dim = d, call.config = tile;
+      INFO(to_string(dtype) << " d=" << d);
+      REQUIRE(backward_operations(call, current_device_target()->arch)[1] == Operation::kBackwardFused);
+      for (MaskKind mask : kMasks) {
+        BackwardCase c = make_backward_case(dtype, d, mask, kShapes[(i++) % 6]);
+        c.config = tile;
+        cases.push_back(c);
+      }
+    }
+  flashrtc::testing::warm_backward_kernels(cases);
+  for (const BackwardCase& c : cases) check_backward_case(c);
+}
+
+TEST_CASE("the fused and the deterministic backward of the same case both match the reference" *
+          FLASHRTC_NEEDS_SM90A) {
+  std::vector<BackwardCase> cases;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int d : {64, 128})
+      for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalBottomRight})
+        for (bool deterministic : {false, true}) {
+          BackwardCase c = make_backward_case(dtype, d, mask, {1, 4, 4, 600, 333, Layout::kBhnd});
+          c.deterministic = deterministic;
+          cases.push_back(c);
+        }
+  flashrtc::testing::warm_backward_kernels(cases);
+  for (std::size_t i = 0; i < cases.size(); i += 2) {
+    const auto fused = flashrtc::testing::run_backward_case(cases[i]);
+    const auto deterministic = flashrtc::testing::run_backward_case(cases[i + 1]);
+    INFO(fused.report);
+    INFO(deterministic.report);
+    CHECK(fused.pass);
+    CHECK(deterministic.pass);
   }
 }

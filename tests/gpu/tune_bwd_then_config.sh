@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu: `flashrtc tune --op bwd --space quick` on a small shape writes tuning database entries for the backward's
-# main kernel and (--kernel dq) its dQ pass that later processes use: `flashrtc config --op bwd` reports them as
-# the tuned tiles, `flashrtc bench --op bwd` launches the main kernel's, and the gpu suite
-# test_backward_tuned_gpu checks both entries' gradients against the reference, each in a process of its own.
+# main kernel (on sm_90a the fused one) and (--deterministic --kernel dq) the deterministic mode's dQ pass that
+# later processes use: `flashrtc config --op bwd [--deterministic]` reports them as the tuned tiles, `flashrtc
+# bench --op bwd` launches the main kernel's, and the gpu suite test_backward_tuned_gpu checks both entries'
+# gradients against the reference, each in a process of its own.
 # Usage: tune_bwd_then_config.sh path/to/flashrtc path/to/gpu_test_backward_tuned_gpu. Exit 77 (ctest:
 # skipped) without a usable GPU.
 set -euo pipefail
@@ -24,16 +25,16 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ -s "$FLASHRTC_TUNE_DB" ] || fail "no tuning database written"
 grep -q '"written_to_db": true' "$work/tune.json" || fail "--output does not record the database write"
 grep -q '"op": "bwd"' "$work/tune.json" || fail "--output does not name the backward"
-# The main kernel's family: bwd-wgmma on sm_90a, bwd-mma elsewhere.
-main_family="$(grep -oE 'bwd-(wgmma|mma) kernels' "$work/tune.out" | head -n 1 | cut -d' ' -f1)"
-[ -n "$main_family" ] || fail "bf16 did not sweep bwd-wgmma or bwd-mma"
+# The main kernel's family: bwd-wgmma-fused on sm_90a, bwd-mma elsewhere.
+main_family="$(grep -oE 'bwd-(wgmma-fused|mma) kernels' "$work/tune.out" | head -n 1 | cut -d' ' -f1)"
+[ -n "$main_family" ] || fail "bf16 did not sweep bwd-wgmma-fused or bwd-mma"
 grep -q "\"family\": \"$main_family\"" "$work/tune.json" || fail "--output does not name $main_family"
 winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune.out")"
 [ -n "$winner" ] || fail "tune printed no winner"
 grep -q "\"$main_family\"" "$FLASHRTC_TUNE_DB" || fail "the database has no $main_family entry"
 
-# The dQ pass, swept while the main kernel runs its tuned tile.
-"$flashrtc" tune --op bwd --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 |
+# The dQ pass, which only deterministic calls run on sm_90a, swept in such calls.
+"$flashrtc" tune --op bwd --deterministic --kernel dq "${shape[@]}" --batch 2 --heads 8 --space quick --iters 5 |
   tee "$work/tune_dq.out"
 # The dQ pass's family: bwd-dq-wgmma on sm_90a, bwd-dq-mma elsewhere.
 dq_family="$(grep -oE 'bwd-dq-(wgmma|mma) kernels' "$work/tune_dq.out" | head -n 1 | cut -d' ' -f1)"
@@ -46,9 +47,11 @@ dq_winner="$(sed -n 's/^winner:    \([^:]*\):.*/\1/p' "$work/tune_dq.out")"
 grep -qx "main:       $main_family $winner" "$work/config.out" || fail "config --op bwd does not resolve to $winner"
 sed -n '/^main:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
   fail "config --op bwd does not name the tuned source"
-grep -qx "dQ pass:    $dq_family $dq_winner" "$work/config.out" || fail "config --op bwd: dQ pass not $dq_winner"
-sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config.out" | grep -q '^  source:     tuned ' ||
-  fail "config --op bwd does not name the dQ pass's tuned source"
+"$flashrtc" config --op bwd --deterministic "${shape[@]}" | tee "$work/config_deterministic.out"
+grep -qx "dQ pass:    $dq_family $dq_winner" "$work/config_deterministic.out" ||
+  fail "config --op bwd --deterministic: dQ pass not $dq_winner"
+sed -n '/^dQ pass:/,/^[^ ]/p' "$work/config_deterministic.out" | grep -q '^  source:     tuned ' ||
+  fail "config --op bwd --deterministic does not name the dQ pass's tuned source"
 "$flashrtc" config --op bwd "${shape[@]}" --json >"$work/config.json"
 python3 - "$work/config.json" "$winner" "$main_family" <<'PY' || fail "config --op bwd --json does not report the tuned main kernel"
 import json, sys

@@ -38,6 +38,10 @@ BackwardParams backward_of(const ForwardParams& f) {
   return b;
 }
 
+bool deterministic_for(Operation kernel) {
+  return kernel != Operation::kBackwardFused;
+}
+
 BackwardBench::BackwardBench(const ForwardParams& forward, bool deterministic, std::uint64_t seed,
                              std::vector<unsigned char>& staging)
     : o_(bytes_like(forward, forward.seqlen_q, forward.heads_q)),

@@ -105,6 +105,7 @@ GradientCheck check_backward(const ForwardParams& problem, Operation kernel,
   std::optional<TileConfig>* field = explicit_tile(b, kernel);
   if (!field) throw Error(ErrorCode::kInvalidArgument, std::string(to_string(kernel)) + " takes no tile");
   *field = tile;
+  b.deterministic = deterministic_for(kernel);
   b.lse = static_cast<const float*>(lse_dev.data());
   b.d_o = on(d_o.layout, do_dev);
   b.d_q = on(q.layout, dq_dev), b.d_k = on(k.layout, dk_dev), b.d_v = on(v.layout, dv_dev);

@@ -52,6 +52,7 @@ Timing time_backward_candidate(Operation kernel, const TileConfig& tile, const B
       [&](std::size_t call) {
         bound = buffers.params(call);
         *explicit_tile(bound, kernel) = tile;
+        bound.deterministic = deterministic_for(kernel);
         bound.stream = stream;
       },
       [&] { attention_backward(bound); }, warmup, repeats, stream);

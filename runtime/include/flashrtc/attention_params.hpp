@@ -52,13 +52,18 @@ struct BackwardParams {
   TensorRef d_k, d_v;          ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
   std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;     ///< the forward's
-  /// Same bits on every run: no floating-point atomics. Every call is deterministic today (the atomic-free dQ
-  /// pass measured faster on Hopper); the flag keeps the promise should an atomic mode become the default.
+  /// true: same bits on every run: the main kernel (dK, dV) and an atomic-free dQ pass, no floating-point
+  /// atomics. false: where a fused family serves the call (sm_90a, fp16/bf16, d 64/96/128, strides a TMA
+  /// map describes) one kernel forms dK and dV and adds dQ into an fp32 workspace in no fixed order, so dQ
+  /// may differ in its last bits from run to run; elsewhere the same kernels as true. backward_operations
+  /// says which run.
   bool deterministic = false;
   void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
-  std::optional<TileConfig> config;  ///< explicit tile for the main kernel; else tuned or default
-  /// Explicit tile for the separate dQ pass (Operation::kBackwardDq); else tuned or default. The atomic
-  /// mode's conversion takes none.
+  /// Explicit tile for the main kernel (fused or not); else tuned or default. A tile the fused family does
+  /// not take runs the separate pass (backward_operations).
+  std::optional<TileConfig> config;
+  /// Explicit tile for the separate dQ pass (Operation::kBackwardDq); else tuned or default. The fused
+  /// kernel's conversion takes none.
   std::optional<TileConfig> dq_config;
 };
 

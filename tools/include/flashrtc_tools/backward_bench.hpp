@@ -15,6 +15,11 @@ namespace flashrtc::tools {
 /// and validation read.
 BackwardParams backward_of(const ForwardParams& forward);
 
+/// The deterministic flag of a backward call in which kernel, given an explicit tile, is certain to run:
+/// false for kBackwardFused (it serves only non-deterministic calls), true for kBackward and kBackwardDq (a
+/// non-deterministic call would run the fused kernel instead where a fused family takes the tile).
+bool deterministic_for(Operation kernel);
+
 /// Device buffers of one backward point. Construction runs the forward once (on the legacy stream, then
 /// synchronizes), so it needs a device; throws what attention_forward throws.
 class BackwardBench {

@@ -35,7 +35,8 @@ class BackwardTimingBuffers {
 };
 
 /// time_candidate's protocol for whole backward calls with tile as the explicit tile of kernel's kernel
-/// (explicit_tile: kBackward, the main kernel; kBackwardDq, the dQ pass).
+/// (explicit_tile: kBackwardFused or kBackward, the main kernel; kBackwardDq, the dQ pass), in calls that run
+/// it (deterministic_for).
 Timing time_backward_candidate(Operation kernel, const TileConfig& tile, const BackwardTimingBuffers& buffers,
                                int warmup, int repeats, void* stream);
 

@@ -31,8 +31,8 @@ struct TuneRow {
 struct TuneSetup {
   ForwardParams
       shape;  ///< the tuned call (pointers are placeholders); for kBackward, the forward it differentiates
-  /// kForward; or kBackward (kBackwardDq): the backward of shape is checked and timed, the tiles of its main
-  /// kernel (its dQ pass) swept.
+  /// kForward; or kBackwardFused or kBackward (kBackwardDq): the backward of shape is checked and timed, the
+  /// tiles of its main kernel (its dQ pass) swept.
   Operation operation = Operation::kForward;
   std::string gpu_name, arch;
   const KernelFamily* family = nullptr;  ///< the family the call runs on for arch: its tiles are swept
