@@ -164,6 +164,7 @@ TEST_CASE(
                                              Operation::kBackwardDq};
   const unsigned no_tma = kAllCallTraits & ~kCallTmaStrides;
   BackwardParams p = valid_params();
+  p.seqlen_kv = 4096;  // long enough for the fused kernel under every mask (the length rule is below)
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (std::int64_t head_dim : {64, 96, 128}) {
       INFO(to_string(dtype) << " d=" << head_dim);
@@ -192,6 +193,23 @@ TEST_CASE(
   CHECK(backward_operations(p, "sm_90a") == separate);
   p.head_dim = 64, p.deterministic = true;
   CHECK(backward_operations(p, "sm_90a") == separate);
+
+  // Without a config, the fused kernel from 2048 keys (4096 under a causal mask); an unknown length (0) is long.
+  p.deterministic = false, p.config.reset();
+  for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight}) {
+    INFO(to_string(mask));
+    p.mask = mask;
+    const std::int64_t min_keys = mask == MaskKind::kNone ? 2048 : 4096;
+    p.seqlen_kv = min_keys;
+    CHECK(backward_operations(p, "sm_90a") == fused);
+    p.seqlen_kv = min_keys - 1;
+    CHECK(backward_operations(p, "sm_90a") == separate);
+    p.config = TileConfig{64, 128, 12, 2};  // an explicit fused tile at any length
+    CHECK(backward_operations(p, "sm_90a") == fused);
+    p.config.reset();
+    p.seqlen_kv = 0;
+    CHECK(backward_operations(p, "sm_90a") == fused);
+  }
 }
 
 TEST_CASE("the fused kernel takes the call's config as its tile; on sm_90a its default is 64x128x12x2") {

@@ -33,12 +33,12 @@ constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKi
 }  // namespace
 
 TEST_CASE(
-    "the default backward on sm_90a: bwd-wgmma-fused for d = 64, 96, 128, bwd-wgmma when deterministic, "
-    "bwd-mma beyond" *
+    "the default backward on sm_90a: bwd-wgmma-fused for d = 64, 96, 128 from 4096 keys, bwd-wgmma when "
+    "deterministic or shorter, bwd-mma beyond" *
     FLASHRTC_NEEDS_SM90A) {
   const DeviceTarget target = *current_device_target();
   BackwardParams p;
-  p.batch = 1, p.seqlen_q = p.seqlen_kv = 256, p.heads_q = p.heads_kv = 2;
+  p.batch = 1, p.seqlen_q = p.seqlen_kv = 4096, p.heads_q = p.heads_kv = 2;
   alignas(16) static unsigned char dummy[16];
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128, 256})
@@ -62,35 +62,53 @@ TEST_CASE(
           CHECK(main.family->name == "bwd-wgmma-fused");
           CHECK(main.config == TileConfig{64, 128, 12, 2});
           CHECK(dq.family->name == "bwd-dq-convert");
+          BackwardParams shorter = p;  // the two kernels measured as fast below 2048 keys
+          shorter.seqlen_q = shorter.seqlen_kv = 1024;
+          CHECK(backward_operations(shorter, target.arch)[1] == Operation::kBackward);
         }
       }
 }
 
-// The default (non-deterministic) call: the fused kernel, as the test above resolves it.
+// The fused kernel over short shapes, named by its default tile as an explicit config (without one these
+// lengths take the two kernels); each default call is one of the two, whose kernels these suites both check.
 TEST_CASE(
-    "the default backward on sm_90a (bwd-wgmma-fused) matches the reference: dtypes x head dims x masks x "
-    "shapes" *
+    "bwd-wgmma-fused (the default call's kernel from 2048 keys) matches the reference: dtypes x head dims x "
+    "masks x shapes" *
     FLASHRTC_NEEDS_SM90A) {
+  const TileConfig fused{64, 128, 12, 2};
   std::vector<BackwardCase> cases;
+  const auto add = [&](BackwardCase c) {
+    c.config = fused;
+    cases.push_back(c);
+  };
   int i = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int d : {64, 96, 128})
       for (MaskKind mask : kMasks) {
-        for (int offset : {0, 2, 4})
-          cases.push_back(make_backward_case(dtype, d, mask, kShapes[(i + offset) % 6]));
+        for (int offset : {0, 2, 4}) add(make_backward_case(dtype, d, mask, kShapes[(i + offset) % 6]));
         ++i;
       }
   for (MaskKind mask : kMasks) {  // a padded view: strides beyond the rows, padding left untouched
     BackwardCase c = make_backward_case(DType::kBFloat16, 128, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
     c.row_pad = 8;
-    cases.push_back(c);
+    add(c);
   }
   {  // a negative scale
     BackwardCase c = make_backward_case(DType::kFloat16, 64, MaskKind::kCausalBottomRight,
                                         {1, 4, 2, 77, 65, Layout::kBhnd});
     c.scale = -0.3f;
+    add(c);
+  }
+  {  // the default call itself at 4096 keys (one head: the reference stays quick)
+    BackwardCase c = make_backward_case(DType::kBFloat16, 64, MaskKind::kNone, {1, 1, 1, 130, 4096, Layout::kBnhd});
     cases.push_back(c);
   }
+  BackwardParams call;
+  call.dtype = DType::kBFloat16, call.head_dim = 64, call.seqlen_q = 130, call.seqlen_kv = 4096;
+  REQUIRE(backward_operations(call, current_device_target()->arch)[1] == Operation::kBackwardFused);
+  call.config = fused;
+  call.seqlen_kv = 65;
+  REQUIRE(backward_operations(call, current_device_target()->arch)[1] == Operation::kBackwardFused);
   flashrtc::testing::warm_backward_kernels(cases);
   for (const BackwardCase& c : cases) check_backward_case(c);
 }
@@ -150,6 +168,7 @@ TEST_CASE("the fused and the deterministic backward of the same case both match 
         for (bool deterministic : {false, true}) {
           BackwardCase c = make_backward_case(dtype, d, mask, {1, 4, 4, 600, 333, Layout::kBhnd});
           c.deterministic = deterministic;
+          if (!deterministic) c.config = TileConfig{64, 128, 12, 2};  // the fused kernel at this length
           cases.push_back(c);
         }
   flashrtc::testing::warm_backward_kernels(cases);
