@@ -54,8 +54,9 @@ def attention(q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal: bool =
     stream: CUstream handle or stream object; default: PyTorch's current stream on q's device for torch
         tensors, else the stream a __cuda_array_interface__ names, else the legacy default stream.
     deterministic: for the backward pass (autograd), as attention_backward() takes it: True, the same
-        gradient bits on every run (an atomic-free dq pass); False, on sm_90a the fused backward kernel,
-        whose dq, added with fp32 atomics, may differ in its last bits between runs; default
+        gradient bits on every run (an atomic-free dq pass); False, on sm_90a from 2048 keys (4096
+        causal) the fused backward kernel, whose dq, added with fp32 atomics, may differ in its last bits
+        between runs; default
         torch.are_deterministic_algorithms_enabled(). The forward is deterministic anyway.
 
     Autograd: when grad is enabled and a torch tensor among q, k, v requires grad, the call runs as the

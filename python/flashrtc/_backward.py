@@ -31,7 +31,8 @@ def attention_backward(dout, q, k, v, o, lse, *, causal=None, is_causal: bool = 
     write the gradients (shapes and dtypes of q, k, v); default torch.empty_like of each. dk and dv are
     summed over the query heads of a group (GQA). deterministic: True runs the main kernel (dk, dv) and an
     atomic-free dq pass: the same bits on every run. False runs, where a fused kernel serves the call (sm_90a,
-    float16/bfloat16, d 64, 96 or 128), one kernel that also adds dq into an fp32 workspace with atomics in
+    float16/bfloat16, d 64, 96 or 128; from 2048 keys, 4096 under a causal mask, or with its tile as config),
+    one kernel that also adds dq into an fp32 workspace with atomics in
     no fixed order, so dq may differ in its last bits from run to run (elsewhere the same kernels as True).
     None (default) follows torch.are_deterministic_algorithms_enabled() as attention() does (False where
     torch is not imported). config: explicit tile of the main kernel (fused or not; a tile the fused kernel

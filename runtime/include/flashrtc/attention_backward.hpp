@@ -30,9 +30,9 @@ FLASHRTC_API void attention_backward(const BackwardParams& params);
 FLASHRTC_API std::array<Operation, 3> backward_operations(const BackwardParams& params, std::string_view arch,
                                                           unsigned traits = kAllCallTraits);
 
-/// The field of params holding the explicit tile of op's kernel: &config (kBackward, kBackwardFused), &dq_config
-/// (kBackwardDq); null for the kernels that take none (the pre-pass, the atomic mode's conversion, the
-/// forward).
+/// The field of params holding the explicit tile of op's kernel: &config (kBackward, kBackwardFused),
+/// &dq_config (kBackwardDq); null for the kernels that take none (the pre-pass, the fused kernel's
+/// conversion, the forward).
 FLASHRTC_API const std::optional<TileConfig>* explicit_tile(const BackwardParams& params, Operation op);
 inline std::optional<TileConfig>* explicit_tile(BackwardParams& params, Operation op) {
   return const_cast<std::optional<TileConfig>*>(

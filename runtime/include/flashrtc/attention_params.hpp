@@ -54,9 +54,9 @@ struct BackwardParams {
   MaskKind mask = MaskKind::kNone;     ///< the forward's
   /// true: same bits on every run: the main kernel (dK, dV) and an atomic-free dQ pass, no floating-point
   /// atomics. false: where a fused family serves the call (sm_90a, fp16/bf16, d 64/96/128, strides a TMA
-  /// map describes) one kernel forms dK and dV and adds dQ into an fp32 workspace in no fixed order, so dQ
-  /// may differ in its last bits from run to run; elsewhere the same kernels as true. backward_operations
-  /// says which run.
+  /// map describes) from 2048 keys (4096 causal), or with its tile as config, one kernel forms dK and dV and
+  /// adds dQ into an fp32 workspace in no fixed order, so dQ may differ in its last bits from run to run;
+  /// elsewhere the same kernels as true. backward_operations says which run.
   bool deterministic = false;
   void* stream = nullptr;  ///< CUstream / cudaStream_t; null is the legacy default stream
   /// Explicit tile for the main kernel (fused or not); else tuned or default. A tile the fused family does
