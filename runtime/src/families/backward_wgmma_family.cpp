@@ -2,6 +2,9 @@
 // kernel_sources/flashrtc/attention_backward_wgmma.cuh. bwd-wgmma (dK and dV) ranks above the mma.sync family
 // on sm_90a; calls it cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall
 // back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused).
+#include <string>
+#include <utility>
+
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/hopper_rules.hpp"
@@ -13,29 +16,35 @@ namespace flashrtc::detail {
 
 namespace {
 
+template <bool kFused>
 WgmmaBackwardShape shape(const KernelSpec& s) {
-  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
-}
-
-WgmmaBackwardShape fused_shape(const KernelSpec& s) {
-  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, true};
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, kFused};
 }
 
 // One block per (batch, kv head, block_n keys), as the mma kernel's, and the four maps the kernel reads.
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_backward_key_blocks_launch(plan, op_params, launch, args);
-  push_backward_tensor_maps(op_params, args, shape(plan.spec).panel_bytes(), plan.spec.tile.block_m,
+  push_backward_tensor_maps(op_params, args, shape<false>(plan.spec).panel_bytes(), plan.spec.tile.block_m,
                             plan.spec.tile.block_n);
 }
 
-KernelFamily describe() {
+// What both kernels of the header share: the Hopper rules, the template arguments, the launch.
+template <bool kFused>
+KernelFamily describe_common(std::string name, Operation operation, std::string kernel_template) {
   KernelFamily f;
-  f.name = "bwd-wgmma";
-  f.operation = Operation::kBackward;
+  f.name = std::move(name);
+  f.operation = operation;
   use_hopper_rules(f, 128);
   f.header = "flashrtc/attention_backward_wgmma.cuh";
-  f.kernel_template = "flashrtc::attention_backward_wgmma";
+  f.kernel_template = std::move(kernel_template);
   f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  use_shape_rules<shape<kFused>>(f);
+  f.build_launch = build_launch;
+  return f;
+}
+
+KernelFamily describe() {
+  KernelFamily f = describe_common<false>("bwd-wgmma", Operation::kBackward, "flashrtc::attention_backward_wgmma");
   f.tile_axes = {{32, 48, 64, 80, 96, 112, 128}, {128, 192}, {12, 16}, {2, 3}};
   // Two consumer warp groups of 64 keys; the widest query block whose S^T and dP^T fit beside dK and dV in
   // 232 registers without spills (ptxas for sm_90a), as `tune --op bwd --space full` on an H200 ranked them
@@ -49,25 +58,16 @@ KernelFamily describe() {
        {{{64, 128, 12, 2}}},
        "d=96 and d=128: 436 TFLOP/s backward at d=128 (64x128x12x3 431, 48x128 399)"},
   };
-  use_shape_rules<shape>(f);
-  f.build_launch = build_launch;
   return f;
 }
 
 KernelFamily describe_fused() {
-  KernelFamily f;
-  f.name = "bwd-wgmma-fused";
-  f.operation = Operation::kBackwardFused;
-  use_hopper_rules(f, 128);
-  f.header = "flashrtc/attention_backward_wgmma.cuh";
-  f.kernel_template = "flashrtc::attention_backward_wgmma_fused";
-  f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  KernelFamily f = describe_common<true>("bwd-wgmma-fused", Operation::kBackwardFused,
+                                         "flashrtc::attention_backward_wgmma_fused");
   f.tile_axes = {{64, 128}, {128}, {12}, {2, 3}};
   f.defaults = {
       {128, {{{64, 128, 12, 2}}}, "dQ's products take 64 queries; 128 queries spill S^T and dP^T"},
   };
-  use_shape_rules<fused_shape>(f);
-  f.build_launch = build_launch;
   return f;
 }
 

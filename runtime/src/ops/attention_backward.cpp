@@ -40,19 +40,20 @@ void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& back
 }  // namespace
 
 std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch, unsigned traits) {
+  // Cheapest checks first: deterministic and short calls never scan the family table.
   const auto fused = [&] {
     if (p.deterministic) return false;
+    // Below these key lengths the two-kernel pipeline ran as fast or faster on an H200 (bf16, d = 64 and
+    // 128: docs/measurements/backward/fused_dq.md): few query blocks per key block leave the fused kernel's
+    // dQ hand-offs little to overlap. A length not known (0) is judged long; an explicit tile decides alone.
+    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
+    if (!p.config && p.seqlen_kv > 0 && p.seqlen_kv < min_seqlen_kv) return false;
     const int head_dim = static_cast<int>(p.head_dim);
     const std::vector<const KernelFamily*> families =
         serving_kernel_families(Operation::kBackwardFused, p.dtype, head_dim, arch, traits);
     if (families.empty()) return false;
     // An explicit tile names the kernel: the fused one wherever its family takes the tile.
-    if (p.config) return families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
-    // Below these key lengths the two-kernel pipeline ran as fast or faster on an H200 (bf16, d = 64 and
-    // 128: docs/measurements/backward-hopper/fused_dq.md): few query blocks per key block leave the fused
-    // kernel's dQ hand-offs little to overlap. A length not known (0) is judged long.
-    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
-    return p.seqlen_kv <= 0 || p.seqlen_kv >= min_seqlen_kv;
+    return !p.config || families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
   };
   if (fused()) return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
   return {Operation::kBackwardPrep, Operation::kBackward, Operation::kBackwardDq};
