@@ -24,6 +24,7 @@
 // the workspace with one bulk reduce-add (cp.reduce.async.bulk) and frees it once read: dQ's sum over key blocks
 // runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes the
 // separate pass).
+#include "flashrtc/backward_key_block.cuh"
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
@@ -37,43 +38,6 @@
 #include "flashrtc/wgmma_backward_shape.cuh"
 
 namespace flashrtc {
-
-// The block's keys and the (query head, query block) pairs that see any of them: query heads of the kv head's
-// group outer, query blocks inner. Each warp group builds its own copy after its register change, so nothing
-// computed here stays live in the producer's small budget.
-template <int kBlockM, int kBlockN, kernel::Mask kMask>
-struct BackwardKeyBlock {
-  int kv_head, batch, n0;
-  int m_begin, num_m_blocks;  // the query blocks visited per head
-  int total;                  // pairs
-  long long diag;             // KeyMask's
-
-  __device__ __forceinline__ explicit BackwardKeyBlock(const kernel::BackwardParams& p) {
-    const int bh = blockIdx.x / p.num_blocks;
-    kv_head = bh % p.heads_kv;
-    batch = bh / p.heads_kv;
-    n0 = (blockIdx.x % p.num_blocks) * kBlockN;
-    diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
-    const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
-    m_begin = m_blocks.begin;
-    num_m_blocks = m_blocks.end;
-    total = (num_m_blocks - m_begin) * p.kv_group;
-  }
-
-  // Calls f(head, m0, stage, phase) for every pair in order, with the ring position of `stages` buffers.
-  template <int kStages, typename F>
-  __device__ __forceinline__ void for_each_pair(const kernel::BackwardParams& p, F&& f) const {
-    int stage = 0;
-    unsigned phase = 0;
-#pragma unroll 1
-    for (int head = kv_head * p.kv_group; head < (kv_head + 1) * p.kv_group; ++head)
-#pragma unroll 1
-      for (int m_block = m_begin; m_block < num_m_blocks; ++m_block) {
-        f(head, m_block * kBlockM, stage, phase);
-        if (++stage == kStages) stage = 0, phase ^= 1u;
-      }
-  }
-};
 
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = block_m for Q and dO, block_n for K and V.

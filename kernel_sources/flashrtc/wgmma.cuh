@@ -22,6 +22,14 @@ __device__ __forceinline__ void pack_a_fragments(const float (&acc)[8 * kSteps],
     for (int r = 0; r < 4; ++r) frag[step][r] = pack2<T>(acc[8 * step + 2 * r], acc[8 * step + 2 * r + 1]);
 }
 
+// Stores four 8x8 b16 matrices (sm_90): register i of a lane holds row lane / 4, columns 2 * (lane % 4) + {0, 1}
+// of matrix i; lanes 8i..8i+7 give the addresses of matrix i's rows, each stored as one contiguous 16-byte row.
+__device__ __forceinline__ void stmatrix_x4(unsigned address, const unsigned (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // Stores four 8x8 b16 matrices transposed (sm_90): register i of a lane holds row lane / 4, columns
 // 2 * (lane % 4) + {0, 1} of matrix i; lanes 8i..8i+7 give the addresses of matrix i's columns, each
 // stored as one contiguous 16-byte row.

@@ -176,7 +176,16 @@ TEST_CASE(
       CHECK(backward_operations(p, "sm_90a") == separate);
     }
   p.dtype = DType::kBFloat16, p.deterministic = false;
-  p.head_dim = 256;
+  p.head_dim = 256;  // bwd-wgmma-split; no Hopper main kernel of the two-kernel pipeline: at every length
+  for (std::int64_t keys : {1, 512, 4096}) {
+    p.seqlen_kv = keys;
+    CHECK(backward_operations(p, "sm_90a") == fused);
+  }
+  CHECK(backward_operations(p, "sm_90a", no_tma) == separate);
+  p.deterministic = true;
+  CHECK(backward_operations(p, "sm_90a") == separate);
+  p.deterministic = false;
+  p.head_dim = 192;
   CHECK(backward_operations(p, "sm_90a") == separate);
   p.head_dim = 32;
   CHECK(backward_operations(p, "sm_90a") == separate);
@@ -235,6 +244,21 @@ TEST_CASE("the fused kernel takes the call's config as its tile; on sm_90a its d
   CHECK(r.family->name == "bwd-wgmma-fused");
   CHECK(r.source == ConfigSource::kExplicit);
   CHECK(r.config == *p.config);
+  // d = 256: bwd-wgmma-split's one tile, Q double-buffered; its single-buffered tile is a valid config, which
+  // a deterministic call (the two-kernel pipeline) refuses.
+  p.head_dim = 256;
+  p.config.reset();
+  const ConfigResolution split = resolve_config(config_query(p, Operation::kBackwardFused), hopper);
+  CHECK(split.family->name == "bwd-wgmma-split");
+  CHECK(split.config == TileConfig{64, 64, 12, 2});
+  p.config = TileConfig{64, 64, 12, 1};
+  CHECK_NOTHROW(validate_backward(p));
+  p.deterministic = true;
+  CHECK_THROWS_AS(validate_backward(p), Error);
+  p.deterministic = false;
+  p.config = TileConfig{64, 64, 12, 3};
+  CHECK_THROWS_AS(validate_backward(p), Error);
+  p.head_dim = 64;
   // No fused family runs on sm_80.
   p.config.reset();
   CHECK_THROWS_AS(resolve_config(config_query(p, Operation::kBackwardFused), no_device_target()), Error);

@@ -43,7 +43,7 @@ bool is_backward(Operation op) {
 // mask at d=128, fp16 at d=128) keeps the sm_90a compiles within what CI's two cores take.
 bool sampled(const KernelFamily& family, DType dtype, int head_dim, MaskKind mask) {
   if (family.operation != Operation::kBackwardFused) return true;
-  return head_dim == 128 ? dtype == DType::kBFloat16 || mask == MaskKind::kNone
+  return head_dim >= 128 ? dtype == DType::kBFloat16 || mask == MaskKind::kNone
                          : dtype == DType::kBFloat16 && mask == MaskKind::kNone;
 }
 
@@ -89,8 +89,8 @@ TEST_CASE("every backward family is in the table, one per operation and dtype gr
     for (int head_dim : {64, 96, 128})
       CHECK(select_kernel_family(Operation::kBackwardDq, dtype, head_dim, "sm_90a").family->name ==
             "bwd-dq-wgmma");
-  // The fused main kernel: Hopper only, fp16 and bf16 at d 64, 96 and 128; everything else runs the separate
-  // pass (backward_operations).
+  // The fused main kernels: Hopper only, fp16 and bf16 at d 64, 96, 128 and (bwd-wgmma-split) 256; everything
+  // else runs the separate pass (backward_operations).
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int head_dim : {64, 96, 128}) {
       const KernelFamily* fused =
@@ -99,7 +99,10 @@ TEST_CASE("every backward family is in the table, one per operation and dtype gr
       CHECK(fused->operation == Operation::kBackwardFused);
       CHECK(serving_kernel_families(Operation::kBackwardFused, dtype, head_dim, "sm_80").empty());
     }
-    for (int head_dim : {32, 256})
+    CHECK(select_kernel_family(Operation::kBackwardFused, dtype, 256, "sm_90a").family->name ==
+          "bwd-wgmma-split");
+    CHECK(serving_kernel_families(Operation::kBackwardFused, dtype, 256, "sm_80").empty());
+    for (int head_dim : {32, 192})
       CHECK(serving_kernel_families(Operation::kBackwardFused, dtype, head_dim, "sm_90a").empty());
   }
   CHECK(serving_kernel_families(Operation::kBackwardFused, DType::kFloat32, 64, "sm_90a").empty());
@@ -129,6 +132,12 @@ TEST_CASE("backward tiles: the kernels' own rules refuse what they cannot build,
   const KernelFamily& fused = *find_kernel_family("bwd-wgmma-fused");
   CHECK(fused.check_config(DType::kBFloat16, 64, {64, 128, 12, 3}, kSmemBytesSm90) == "");
   CHECK(fused.check_config(DType::kBFloat16, 64, {112, 128, 12, 2}, kSmemBytesSm90).find("block_m") == 0);
+  // The d = 256 kernel has one tile (one or two Q buffers).
+  const KernelFamily& split = *find_kernel_family("bwd-wgmma-split");
+  CHECK(split.check_config(DType::kBFloat16, 256, {64, 64, 12, 1}, kSmemBytesSm90) == "");
+  CHECK(split.check_config(DType::kBFloat16, 256, {64, 64, 12, 3}, kSmemBytesSm90).find("stages") == 0);
+  CHECK(split.check_config(DType::kBFloat16, 256, {64, 128, 12, 2}, kSmemBytesSm90).find("block_n") == 0);
+  CHECK(split.check_config(DType::kBFloat16, 256, {128, 64, 12, 2}, kSmemBytesSm90).find("block_m") == 0);
   const KernelFamily& rows = portable_family(Operation::kBackwardPrep, DType::kFloat32);
   CHECK(rows.check_config(DType::kFloat32, 64, {16, 2, 4, 1}, kSmemBytesSm80).find("block_n") == 0);
   CHECK(rows.check_config(DType::kFloat32, 64, {6, 1, 4, 1}, kSmemBytesSm80).find("block_m") == 0);
@@ -162,7 +171,7 @@ TEST_CASE(
   REQUIRE(jobs.size() >= 100);
   CHECK(std::count_if(jobs.begin(), jobs.end(), [](const Job& job) {
           return job.spec.family->operation == Operation::kBackwardFused;
-        }) == 6);
+        }) == 10);
 
   std::atomic<std::size_t> next{0};
   auto worker = [&] {

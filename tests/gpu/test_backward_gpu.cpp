@@ -1,6 +1,6 @@
 // The backward kernels against the reference gradients over dtypes x head dims x masks x GQA x lengths x
-// layouts (the default mode: at these lengths the two-kernel pipeline; test_backward_wgmma_main_gpu.cpp
-// checks the fused kernel), the deterministic mode (same bits on every run),
+// layouts (the default mode: at these lengths the two-kernel pipeline, but bwd-wgmma-split at d = 256 on
+// sm_90a; test_backward_wgmma_main_gpu.cpp checks the fused kernels), the deterministic mode (same bits on every run),
 // explicit tiles of the main kernel, and bad inputs (refused, nothing written).
 #include <doctest/doctest.h>
 

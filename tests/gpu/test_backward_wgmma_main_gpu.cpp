@@ -1,7 +1,7 @@
 // The Hopper backward main kernels against the reference gradients: the default call's bwd-wgmma-fused (dK,
 // dV and dQ by TMA and wgmma, dQ reduce-added into an fp32 workspace) over the head dims and dtypes it
-// serves, every mask, GQA, odd lengths, both layouts and padded views; its other tile; and bwd-wgmma
-// (deterministic calls) over its own tile space. Every case needs an sm_90a GPU; elsewhere the suite reports
+// serves, every mask, GQA, odd lengths, both layouts and padded views; its other tile; bwd-wgmma-split (the
+// same at d = 256); and bwd-wgmma (deterministic calls) over its own tile space. Every case needs an sm_90a GPU; elsewhere the suite reports
 // them skipped.
 #include <doctest/doctest.h>
 
@@ -34,7 +34,7 @@ constexpr MaskKind kMasks[] = {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKi
 
 TEST_CASE(
     "the default backward on sm_90a: bwd-wgmma-fused for d = 64, 96, 128 from 4096 keys, bwd-wgmma when "
-    "deterministic or shorter, bwd-mma beyond" *
+    "deterministic or shorter; bwd-wgmma-split for d = 256 at every length, bwd-mma when deterministic" *
     FLASHRTC_NEEDS_SM90A) {
   const DeviceTarget target = *current_device_target();
   BackwardParams p;
@@ -52,9 +52,16 @@ TEST_CASE(
         const ConfigResolution main = resolve_config(config_query(p, ops[1]), target);
         const ConfigResolution dq = resolve_config(config_query(p, ops[2]), target);
         REQUIRE(main.family != nullptr);
-        if (d > 128) {
+        if (d > 128 && deterministic) {
           CHECK(main.family->name == "bwd-mma");
           CHECK(dq.family->name == "bwd-dq-mma");
+        } else if (d > 128) {
+          CHECK(main.family->name == "bwd-wgmma-split");
+          CHECK(main.config == TileConfig{64, 64, 12, 2});
+          CHECK(dq.family->name == "bwd-dq-convert");
+          BackwardParams shorter = p;  // the alternative is bwd-mma: the fused kernel at every length
+          shorter.seqlen_q = shorter.seqlen_kv = 512;
+          CHECK(backward_operations(shorter, target.arch)[1] == Operation::kBackwardFused);
         } else if (deterministic) {
           CHECK(main.family->name == "bwd-wgmma");
           CHECK(dq.family->name == "bwd-dq-wgmma");
@@ -113,6 +120,37 @@ TEST_CASE(
   for (const BackwardCase& c : cases) check_backward_case(c);
 }
 
+// d = 256 runs bwd-wgmma-split by default at every length (deterministic calls run bwd-mma, checked in
+// test_backward_gpu).
+TEST_CASE(
+    "bwd-wgmma-split (the default call's kernel at d = 256) matches the reference: dtypes x masks x shapes" *
+    FLASHRTC_NEEDS_SM90A) {
+  std::vector<BackwardCase> cases;
+  int i = 0;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (MaskKind mask : kMasks) {
+      for (int offset : {0, 2, 4}) cases.push_back(make_backward_case(dtype, 256, mask, kShapes[(i + offset) % 6]));
+      ++i;
+    }
+  for (MaskKind mask : kMasks) {  // a padded view: strides beyond the rows, padding left untouched
+    BackwardCase c = make_backward_case(DType::kBFloat16, 256, mask, {2, 4, 2, 100, 75, Layout::kBnhd});
+    c.row_pad = 8;
+    cases.push_back(c);
+  }
+  {  // a negative scale, one Q buffer
+    BackwardCase c = make_backward_case(DType::kFloat16, 256, MaskKind::kCausalBottomRight,
+                                        {1, 4, 2, 77, 65, Layout::kBhnd});
+    c.scale = -0.3f;
+    c.config = TileConfig{64, 64, 12, 1};
+    cases.push_back(c);
+  }
+  BackwardParams call;
+  call.dtype = DType::kBFloat16, call.head_dim = 256, call.seqlen_q = call.seqlen_kv = 63;
+  REQUIRE(backward_operations(call, current_device_target()->arch)[1] == Operation::kBackwardFused);
+  flashrtc::testing::warm_backward_kernels(cases);
+  for (const BackwardCase& c : cases) check_backward_case(c);
+}
+
 TEST_CASE("bwd-wgmma's own tiles compute the same function, with the same bits on two runs" *
           FLASHRTC_NEEDS_SM90A) {
   // Narrow and wide query steps, three consumer groups (192 keys), a three-stage ring.
@@ -163,12 +201,13 @@ TEST_CASE("the fused and the deterministic backward of the same case both match 
           FLASHRTC_NEEDS_SM90A) {
   std::vector<BackwardCase> cases;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
       for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalBottomRight})
         for (bool deterministic : {false, true}) {
           BackwardCase c = make_backward_case(dtype, d, mask, {1, 4, 4, 600, 333, Layout::kBhnd});
           c.deterministic = deterministic;
-          if (!deterministic) c.config = TileConfig{64, 128, 12, 2};  // the fused kernel at this length
+          // The fused kernel at this length (d = 256: bwd-wgmma-split by default).
+          if (!deterministic && d <= 128) c.config = TileConfig{64, 128, 12, 2};
           cases.push_back(c);
         }
   flashrtc::testing::warm_backward_kernels(cases);

@@ -1,7 +1,8 @@
 // Backward attention's main kernels for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_backward_wgmma.cuh. bwd-wgmma (dK and dV) ranks above the mma.sync family
 // on sm_90a; calls it cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall
-// back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused).
+// back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused), and so
+// does bwd-wgmma-split at head dim 256 (kernel_sources/flashrtc/attention_backward_wgmma_split.cuh).
 #include <string>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "families/shape_rules.hpp"
 #include "families/template_args.hpp"
 #include "flashrtc/wgmma_backward_shape.cuh"
+#include "flashrtc/wgmma_backward_split_shape.cuh"
 
 namespace flashrtc::detail {
 
@@ -21,10 +23,15 @@ WgmmaBackwardShape shape(const KernelSpec& s) {
   return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, kFused};
 }
 
+WgmmaBackwardSplitShape split_shape(const KernelSpec& s) {
+  return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
+}
+
 // One block per (batch, kv head, block_n keys), as the mma kernel's, and the four maps the kernel reads.
+template <auto shape_of>
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_backward_key_blocks_launch(plan, op_params, launch, args);
-  push_backward_tensor_maps(op_params, args, shape<false>(plan.spec).panel_bytes(), plan.spec.tile.block_m,
+  push_backward_tensor_maps(op_params, args, shape_of(plan.spec).panel_bytes(), plan.spec.tile.block_m,
                             plan.spec.tile.block_n);
 }
 
@@ -39,7 +46,7 @@ KernelFamily describe_common(std::string name, Operation operation, std::string 
   f.kernel_template = std::move(kernel_template);
   f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
   use_shape_rules<shape<kFused>>(f);
-  f.build_launch = build_launch;
+  f.build_launch = build_launch<shape<kFused>>;
   return f;
 }
 
@@ -71,6 +78,25 @@ KernelFamily describe_fused() {
   return f;
 }
 
+// Head dim 256: the two consumer groups split each pair's queries and the gradients' columns.
+KernelFamily describe_split() {
+  KernelFamily f;
+  f.name = "bwd-wgmma-split";
+  f.operation = Operation::kBackwardFused;
+  use_hopper_rules(f, 256);
+  f.min_head_dim = 256;
+  f.header = "flashrtc/attention_backward_wgmma_split.cuh";
+  f.kernel_template = "flashrtc::attention_backward_wgmma_split";
+  f.template_args = attention_template_args();  // <T, d, block_m, block_n, warps, stages, mask>
+  use_shape_rules<split_shape>(f);
+  f.build_launch = build_launch<split_shape>;
+  f.tile_axes = {{64}, {64}, {12}, {1, 2}};
+  f.defaults = {
+      {256, {{{64, 64, 12, 2}}}, "the one tile whose K, V, Q, dO and dQ's chunks fit shared memory, Q double-buffered"},
+  };
+  return f;
+}
+
 }  // namespace
 
 const KernelFamily& backward_wgmma_family() {
@@ -80,6 +106,11 @@ const KernelFamily& backward_wgmma_family() {
 
 const KernelFamily& backward_wgmma_fused_family() {
   static const KernelFamily family = describe_fused();
+  return family;
+}
+
+const KernelFamily& backward_wgmma_split_family() {
+  static const KernelFamily family = describe_split();
   return family;
 }
 

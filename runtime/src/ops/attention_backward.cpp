@@ -46,9 +46,15 @@ std::array<Operation, 3> backward_operations(const BackwardParams& p, std::strin
     // Below these key lengths the two-kernel pipeline ran as fast or faster on an H200 (bf16, d = 64 and
     // 128: docs/measurements/backward/fused_dq.md): few query blocks per key block leave the fused kernel's
     // dQ hand-offs little to overlap. A length not known (0) is judged long; an explicit tile decides alone.
-    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
-    if (!p.config && p.seqlen_kv > 0 && p.seqlen_kv < min_seqlen_kv) return false;
+    // The rule holds against a Hopper main kernel; where none serves the call (d = 256: the mma.sync one), the
+    // fused kernel runs at every length.
     const int head_dim = static_cast<int>(p.head_dim);
+    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
+    if (!p.config && p.seqlen_kv > 0 && p.seqlen_kv < min_seqlen_kv) {
+      const std::vector<const KernelFamily*> two_kernel =
+          serving_kernel_families(Operation::kBackward, p.dtype, head_dim, arch, traits);
+      if (two_kernel.empty() || two_kernel.front()->needs_arch_specific) return false;
+    }
     const std::vector<const KernelFamily*> families =
         serving_kernel_families(Operation::kBackwardFused, p.dtype, head_dim, arch, traits);
     if (families.empty()) return false;
@@ -73,11 +79,15 @@ const std::optional<TileConfig>* explicit_tile(const BackwardParams& p, Operatio
 
 void validate_backward(const BackwardParams& p) {
   detail::validate_backward_arguments(p);
+  const int head_dim = static_cast<int>(p.head_dim);
   for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
     const std::optional<TileConfig>& tile = *explicit_tile(p, op);
     if (!tile) continue;
-    const std::string reason =
-        check_config_any_family(op, p.dtype, static_cast<int>(p.head_dim), *tile, kSmemBytesSm90);
+    std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
+    // config names the main kernel: a non-deterministic call's may be the fused kernel's tile alone.
+    if (!reason.empty() && op == Operation::kBackward && !p.deterministic &&
+        check_config_any_family(Operation::kBackwardFused, p.dtype, head_dim, *tile, kSmemBytesSm90).empty())
+      reason.clear();
     if (!reason.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(op == Operation::kBackward ? "config: " : "dq_config: ") + reason);
