@@ -1,12 +1,12 @@
 #pragma once
-// The backward's passes over query rows, one warp per row of (batch, query head, query), for every element
-// type:
-//   attention_backward_prep:       D = rowsum(dO * O) in fp32 (FlashAttention-2's pre-pass), and that row of
-//                                  the fp32 dQ workspace zeroed for the main kernel's adds;
-//   attention_backward_dq_convert: dQ from that workspace into d_q's element type and strides.
+// The backward's passes over query rows, for every element type:
+//   attention_backward_prep:       D = rowsum(dO * O) in fp32 (FlashAttention-2's pre-pass), one warp per row
+//                                  of (batch, query head, query);
+//   attention_backward_dq_convert: dQ from the fp32 workspace (zeroed on the stream before the main kernel,
+//                                  which adds into it) into d_q's element type and strides.
 // Rows are linear in [batch, heads_q, seqlen_q], the layout of lse and D; the workspace's is
-// dq_accum_layout.cuh's. A row's elements are visited lane, lane + 32, ...: each warp access of d_o, o and
-// d_q is one contiguous run of the row, and of the workspace whole 32-byte sectors.
+// dq_accum_layout.cuh's. The prep's row elements are visited lane, lane + 32, ...: each warp access of d_o and
+// o is one contiguous run of the row.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/element_convert.cuh"
@@ -41,18 +41,51 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_prep(const ker
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     if (lane == 0) p.d_rows[row] = sum;
-    if (p.dq_accum) {
-#pragma unroll
-      for (int c = lane; c < kHeadDim; c += 32)
-        p.dq_accum[dq_accum_offset(row / p.seqlen_q, r.query, c, p.seqlen_q, kHeadDim, p.dq_tile_rows)] = 0.f;
-    }
   }
 }
 
+// Four elements of a row into d_q: 8 bytes for 16-bit types, 16 for fp32 (rows are 16-byte aligned, col % 4 == 0).
+template <typename T>
+__device__ __forceinline__ void store_four(T* dst, float4 v) {
+  struct alignas(4 * sizeof(T)) Four {
+    T x[4];
+  };
+  *reinterpret_cast<Four*>(dst) = Four{{from_float<T>(v.x), from_float<T>(v.y), from_float<T>(v.z), from_float<T>(v.w)}};
+}
+
+// With p.dq_tile_rows > 0 (the fused kernels' layout), one block per 64-query slice of one (batch, query head),
+// blockIdx.x = (batch * heads_q + head) * ceil(seqlen_q / 64) + slice: the slice is one contiguous run of the
+// workspace, read in order by 16-byte vectors, each four adjacent columns of one query (dq_slice_position). With 0 (row-major), one warp per row as the prep.
 template <typename T, int kHeadDim, int kBlockM, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_convert(const kernel::BackwardParams p) {
   static_assert(RowsShape{kHeadDim, kBlockM, 1, kWarps, 1}.invalid_reason() == nullptr,
                 "invalid row-pass tile");
+  if (p.dq_tile_rows > 0) {
+    const long long slices = (p.seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
+    const long long head = blockIdx.x / slices;  // batch * heads_q + head
+    const int q0 = static_cast<int>(blockIdx.x % slices) * kDqSliceRows;
+    const long long tiles = (p.seqlen_q + p.dq_tile_rows - 1) / p.dq_tile_rows;
+    // Slice s of a head starts s * 64 rows into the head's run of tiles.
+    const float4* src =
+        reinterpret_cast<const float4*>(p.dq_accum + (head * tiles * p.dq_tile_rows + q0) * kHeadDim);
+    T* d_q = static_cast<T*>(p.d_q) + head / p.heads_q * p.dq_stride_batch + head % p.heads_q * p.dq_stride_head;
+    // Four loads in flight per thread before their stores (which the compiler cannot move them past).
+    constexpr int kThreads = kWarps * 32, kVectors = kDqSliceRows * kHeadDim / 4, kBatch = 4;
+    for (int base = threadIdx.x; base < kVectors; base += kBatch * kThreads) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (base + j * kThreads < kVectors) v[j] = src[base + j * kThreads];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = base + j * kThreads;
+        const DqSlicePosition at = dq_slice_position(2 * i);
+        const long long query = q0 + at.query;
+        if (i < kVectors && query < p.seqlen_q) store_four(d_q + query * p.dq_stride_seq + at.column, v[j]);
+      }
+    }
+    return;
+  }
   const int lane = threadIdx.x % 32;
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   for (int i = threadIdx.x / 32; i < kBlockM; i += kWarps) {
@@ -61,10 +94,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_convert(con
     const QueryRow r(row, p);
     T* d_q = static_cast<T*>(p.d_q) + r.batch * p.dq_stride_batch + r.query * p.dq_stride_seq +
              r.head * p.dq_stride_head;
+    const float* src = p.dq_accum + row * kHeadDim;
 #pragma unroll
-    for (int c = lane; c < kHeadDim; c += 32)
-      d_q[c] = from_float<T>(
-          p.dq_accum[dq_accum_offset(row / p.seqlen_q, r.query, c, p.seqlen_q, kHeadDim, p.dq_tile_rows)]);
+    for (int c = lane; c < kHeadDim; c += 32) d_q[c] = from_float<T>(src[c]);
   }
 }
 

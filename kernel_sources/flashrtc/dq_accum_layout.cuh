@@ -19,6 +19,10 @@
 
 namespace flashrtc {
 
+// Queries of one slice of the fused layout (wgmma's M): a tile is a whole number of slices, each one contiguous
+// run of 64 x head_dim floats.
+constexpr int kDqSliceRows = 64;
+
 // Floats into a tile of the fused layout of float2 number `pair` of thread `thread` (of 128) in 64-query slice
 // `slice`: how the kernel that writes it counts.
 FLASHRTC_HOST_DEVICE constexpr int dq_tile_fragment_offset(int slice, int pair, int thread, int head_dim) {
@@ -31,6 +35,17 @@ FLASHRTC_HOST_DEVICE constexpr int dq_tile_offset(int query_in_tile, int column,
   const int thread = 32 * (q / 16) + 4 * (q % 8) + (column % 8) / 2;
   return dq_tile_fragment_offset(query_in_tile / 64, 2 * (column / 8) + (q % 16) / 8, thread, head_dim) +
          column % 2;
+}
+
+// The query and first column of float2 number `index` of a 64-query slice (dq_tile_fragment_offset's thread
+// and pair, inverted): how the conversion, reading a slice in order, finds where each float2 goes. Float2
+// numbers 2i and 2i + 1 (threads t and t + 1, t even) are columns [column, column + 4) of one query.
+struct DqSlicePosition {
+  int query, column;
+};
+FLASHRTC_HOST_DEVICE constexpr DqSlicePosition dq_slice_position(int index) {
+  const int pair = index / 128, thread = index % 128;
+  return {16 * (thread / 32) + 8 * (pair % 2) + (thread % 32) / 4, 8 * (pair / 2) + 2 * (thread % 4)};
 }
 
 // Floats of the workspace for batch * heads_q query heads of seqlen_q queries.

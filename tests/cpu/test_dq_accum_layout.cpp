@@ -10,7 +10,7 @@
 using namespace flashrtc;
 
 TEST_CASE("a fused dQ tile is a permutation of its queries x columns") {
-  for (int head_dim : {64, 96, 128})
+  for (int head_dim : {64, 96, 128, 256})
     for (int tile_rows : {64, 128}) {
       INFO("d=" << head_dim << " tile=" << tile_rows);
       std::vector<int> seen(static_cast<std::size_t>(tile_rows * head_dim), 0);
@@ -43,6 +43,20 @@ TEST_CASE("the fused kernel's stores land where the readers look") {
   // A warp's float2 stores of one register pair are 32 consecutive float2: whole shared-memory lines.
   for (int lane = 1; lane < 32; ++lane)
     CHECK(dq_tile_fragment_offset(0, 3, lane, head_dim) == dq_tile_fragment_offset(0, 3, lane - 1, head_dim) + 2);
+}
+
+TEST_CASE("the conversion's reading of a slice in order finds each float's query and column") {
+  // float4 i of a slice is float2 numbers 2i and 2i + 1: four adjacent columns of one query, as written.
+  for (int head_dim : {64, 96, 128, 256})
+    for (int i = 0; i < kDqSliceRows * head_dim / 4; ++i) {
+      INFO("d=" << head_dim << " float4 " << i);
+      const DqSlicePosition at = dq_slice_position(2 * i);
+      REQUIRE(at.query >= 0);
+      REQUIRE(at.query < kDqSliceRows);
+      REQUIRE(at.column % 4 == 0);
+      REQUIRE(at.column + 4 <= head_dim);
+      for (int e = 0; e < 4; ++e) CHECK(dq_tile_offset(at.query, at.column + e, head_dim) == 4 * i + e);
+    }
 }
 
 TEST_CASE("the workspace holds each head's tiles back to back, the last one padded") {

@@ -24,8 +24,9 @@ namespace flashrtc::detail {
   X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync) X(cuMemcpyHtoD) X(cuMemcpyDtoH)  \
   X(cuMemsetD8) X(cuStreamCreate) X(cuStreamDestroy)                                                    \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)      \
-  X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async) X(cuStreamBeginCapture)             \
-  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)      \
+  X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuMemsetD8Async) X(cuMemsetD32Async)                \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) \
+  X(cuGraphExecDestroy)                                                                                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 // clang-format on
 

@@ -6,6 +6,7 @@
 
 #include "families/attention_tensor_map.hpp"
 #include "flashrtc/backward_params.cuh"
+#include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/error.hpp"
 
 namespace flashrtc::detail {
@@ -104,6 +105,20 @@ void build_backward_rows_launch(const CallPlan& plan, const void* op_params, Lau
       static_cast<std::int64_t>((rows + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m);
   set_grid(shape, plan, blocks, 1, "ceil(batch * heads_q * seqlen_q / block_m)");
   args.push(kernel_params(call, blocks));
+}
+
+void build_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                      KernelArgs& args) {
+  const BackwardLaunch& call = *static_cast<const BackwardLaunch*>(op_params);
+  if (call.dq_tile_rows == 0) return build_backward_rows_launch(plan, op_params, shape, args);
+  if (call.dq_tile_rows % kDqSliceRows != 0)
+    throw Error(ErrorCode::kInternal, "dQ workspace tiles of " + std::to_string(call.dq_tile_rows) +
+                                          " queries: the conversion reads slices of " +
+                                          std::to_string(kDqSliceRows));
+  const BackwardParams& p = *call.params;
+  const std::int64_t slices = (p.seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
+  set_grid(shape, plan, slices, p.batch * p.heads_q, "batch * heads_q * ceil(seqlen_q / 64)");
+  args.push(kernel_params(call, slices));
 }
 
 }  // namespace flashrtc::detail

@@ -28,5 +28,9 @@ void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int pane
 // One thread block per block_m rows of [batch, heads_q, seqlen_q]: the row passes.
 void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                 KernelArgs& args);
+// The dQ conversion: over a tiled workspace (the fused kernels'), one thread block per 64-query slice of each
+// (batch, query head); over a row-major one, the row passes' grid.
+void build_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                      KernelArgs& args);
 
 }  // namespace flashrtc::detail

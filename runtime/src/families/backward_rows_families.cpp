@@ -1,5 +1,5 @@
-// The backward's row passes, every element type: the pre-pass D = rowsum(dO * O) (which also zeroes the fp32
-// dQ workspace) and the conversion of that workspace into d_q: kernel_sources/flashrtc/backward_rows.cuh.
+// The backward's row passes, every element type: the pre-pass D = rowsum(dO * O) and the conversion of the fp32
+// dQ workspace into d_q: kernel_sources/flashrtc/backward_rows.cuh.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -14,7 +14,8 @@ RowsShape shape(const KernelSpec& s) {
   return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages};
 }
 
-KernelFamily describe(std::string name, Operation operation, std::string kernel_template) {
+KernelFamily describe(std::string name, Operation operation, std::string kernel_template,
+                      void (*build_launch)(const CallPlan&, const void*, LaunchShape&, KernelArgs&)) {
   KernelFamily f;
   f.name = std::move(name);
   f.operation = operation;
@@ -27,7 +28,7 @@ KernelFamily describe(std::string name, Operation operation, std::string kernel_
   f.tile_axes = {{4, 8, 16, 32, 64}, {1}, {1, 2, 4, 8}, {1}};
   f.defaults = {{256, {{{16, 1, 4, 1}}}, "memory-bound, one warp per row: 4 rows per warp; untimed"}};
   use_shape_rules<shape>(f);
-  f.build_launch = build_backward_rows_launch;
+  f.build_launch = build_launch;
   return f;
 }
 
@@ -35,13 +36,14 @@ KernelFamily describe(std::string name, Operation operation, std::string kernel_
 
 const KernelFamily& backward_prep_family() {
   static const KernelFamily family =
-      describe("bwd-prep", Operation::kBackwardPrep, "flashrtc::attention_backward_prep");
+      describe("bwd-prep", Operation::kBackwardPrep, "flashrtc::attention_backward_prep", build_backward_rows_launch);
   return family;
 }
 
 const KernelFamily& backward_dq_convert_family() {
   static const KernelFamily family =
-      describe("bwd-dq-convert", Operation::kBackwardDqConvert, "flashrtc::attention_backward_dq_convert");
+      describe("bwd-dq-convert", Operation::kBackwardDqConvert, "flashrtc::attention_backward_dq_convert",
+               build_backward_dq_convert_launch);
   return family;
 }
 

@@ -1,7 +1,7 @@
 // attention_backward: FlashAttention-2's backward as three kernels on the call's stream, each resolved through
 // the family table like a forward call:
-//   bwd-prep                           D = rowsum(dO * O) and, for the fused kernel, the fp32 dQ workspace
-//                                      zeroed;
+//   bwd-prep                           D = rowsum(dO * O) (for the fused kernel, after the fp32 dQ
+//                                      workspace is zeroed on the stream);
 // then by default, where a fused family serves the call (sm_90a):
 //   bwd-wgmma-fused                    dK, dV, and dQ added into the workspace (five products in one kernel);
 //   bwd-dq-convert                     the workspace into d_q;
@@ -12,6 +12,7 @@
 // its separate pass (bf16 d=128, N=4096: 127 TFLOP/s against 168), so no operation routes there.
 #include "flashrtc/attention_backward.hpp"
 
+#include "driver/driver_api.hpp"
 #include "driver/launch.hpp"
 #include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
@@ -126,6 +127,13 @@ void attention_backward(const BackwardParams& p) {
   backward.dq_accum = separate_dq ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
   backward.dq_tile_rows = dq_tile_rows;
 
+  if (backward.dq_accum) {
+    const CUresult status = detail::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(backward.dq_accum), 0,
+                                                              dq_bytes / sizeof(float), stream);
+    if (status != CUDA_SUCCESS)
+      throw Error(ErrorCode::kDriver, "cannot zero the backward's dQ workspace", "cuMemsetD32Async",
+                  detail::driver_status_name(status));
+  }
   launch(prep, backward, stream);
   launch(main, backward, stream);
   launch(dq, backward, stream);

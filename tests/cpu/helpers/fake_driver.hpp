@@ -55,7 +55,7 @@ struct RecordedLaunch {
 };
 
 struct MemoryEvent {
-  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemsetD8Async
+  std::string api;  // cuMemAlloc, cuMemFree, cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemsetD8Async, cuMemsetD32Async
   CUdeviceptr ptr = 0;
   std::size_t bytes = 0;
   CUstream stream = nullptr;
@@ -561,6 +561,10 @@ class FakeDriver {
   static CUresult fake_cuMemsetD8Async(CUdeviceptr ptr, unsigned char, std::size_t bytes, CUstream stream) {
     auto fake = enter("cuMemsetD8Async");
     return fake ? fake->fill("cuMemsetD8Async", ptr, bytes, stream) : CUDA_ERROR_DEINITIALIZED;
+  }
+  static CUresult fake_cuMemsetD32Async(CUdeviceptr ptr, unsigned, std::size_t count, CUstream stream) {
+    auto fake = enter("cuMemsetD32Async");
+    return fake ? fake->fill("cuMemsetD32Async", ptr, 4 * count, stream) : CUDA_ERROR_DEINITIALIZED;
   }
   static CUresult fake_cuPointerGetAttribute(void*, CUpointer_attribute, CUdeviceptr) {
     auto fake = enter("cuPointerGetAttribute");
