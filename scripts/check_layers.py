@@ -32,6 +32,7 @@ PUBLIC_HEADER_LAYERS = {
     "tile.hpp": "support",
     "attention_params.hpp": "support",
     "kvcache_params.hpp": "support",
+    "varlen_params.hpp": "support",
     "bounded_read.hpp": "support",
     "compiled_kernel.hpp": "compile",
     "cache_entries.hpp": "cache",

@@ -136,7 +136,8 @@ std::vector<KernelSpec> narrowed_specs(std::vector<KernelSpec> specs, const Comp
   if (!o.dtype.empty()) narrowed += " --dtype " + o.dtype;
   if (o.head_dim) narrowed += " --head-dim " + std::to_string(o.head_dim);
   const auto unwanted = [&](const KernelSpec& spec) {
-    const bool backward = spec.family->operation != Operation::kForward;
+    const Operation op = spec.family->operation;
+    const bool backward = op != Operation::kForward && op != Operation::kForwardVarlen;
     return (o.op_given && backward != (o.op == "bwd")) ||
            (!o.dtype.empty() && spec.dtype != dtype_from(o.dtype)) ||
            (o.head_dim && spec.head_dim != o.head_dim);

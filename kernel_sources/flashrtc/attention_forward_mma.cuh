@@ -20,11 +20,17 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/mma_forward_shape.cuh"
 #include "flashrtc/online_softmax.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
-__global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const kernel::ForwardParams p) {
+// kVarlen: the variable-length forward over the sequences of a packed call (docs/varlen.md): each block runs
+// its sequence's slice as a dense problem of the sequence's lengths (varlen_sequence.cuh). Without it none of
+// that is compiled: the dense kernel's code is the same as without the variant.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_forward_mma(const typename kernel::ForwardParamsOf<kVarlen>::type args) {
   static_assert(sizeof(T) == 2, "the tensor-core kernel takes 16-bit inputs");
   constexpr MmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core forward kernel");
@@ -54,7 +60,27 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
   const int warp = tid / 32;
   const int lane = tid % 32;
 
-  const ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
+  const kernel::ForwardParams& p = kernel::dense_params(args);
+  ForwardBlock<T, kBlockM, kBlockN, kMask> block(p);
+  VarlenSequence seq;  // the block's sequence (varlen only)
+  if constexpr (kVarlen) {
+    if (!bind_varlen_sequence(args, block, seq)) return;
+  }
+  // The lengths that bound the block's rows and keys: the call's, or its sequence's. Read where used, as
+  // the parameters are: a copy of p with the sequence's lengths held its fields in registers (the defaults
+  // on sm_100 and sm_120 went past the register margin).
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
   const long long m0 = block.m0;
   const int num_n_blocks = block.num_n_blocks;
   const T* q_ptr = block.q;
@@ -106,23 +132,26 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
       const int r = c / kChunks;
       const int chunk = c % kChunks;
       const long long row = m0 + r;
-      if (row < p.seqlen_q && chunk * 8 < kHeadDim)
+      if (row < seqlen_q() && chunk * 8 < kHeadDim)
         *reinterpret_cast<uint4*>(o_ptr + row * p.o_stride_seq + chunk * 8) =
             *reinterpret_cast<const uint4*>(tile + offset(r, chunk));
     }
   };
 
   if (num_n_blocks == 0) {
-    store_rows_without_keys<kHeadDim>(block, p, ChunksRoundRobin<kThreads>{});
+    if constexpr (kVarlen)
+      store_rows_without_keys<kHeadDim>(block, sequence_params(p, seq), ChunksRoundRobin<kThreads>{});
+    else
+      store_rows_without_keys<kHeadDim>(block, p, ChunksRoundRobin<kThreads>{});
     return;
   }
 
   // Pipeline. One stage (FlashAttention-2's schedule): commit groups K0 (with Q), V0, K1, V1, ...; V(n) loads
   // during S(n), K(n + 1) during softmax and P V(n); two barriers per tile. Two stages: each group is
   // {K(n), V(n)}, issued a whole tile ahead into the buffers the previous tile freed; one barrier per tile.
-  load_tile(q_base, q_ptr, p.q_stride_seq, m0, p.seqlen_q, kBlockM);
-  load_tile(k_base, k_ptr, p.k_stride_seq, 0, p.seqlen_kv, kBlockN);
-  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, 0, p.seqlen_kv, kBlockN);
+  load_tile(q_base, q_ptr, p.q_stride_seq, m0, seqlen_q(), kBlockM);
+  load_tile(k_base, k_ptr, p.k_stride_seq, 0, seqlen_kv(), kBlockN);
+  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, 0, seqlen_kv(), kBlockN);
   cp_async_commit();
 
   const int warp_row0 = warp * 16 * kMT;  // first row of this warp's slices, relative to m0
@@ -168,13 +197,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     // K(n) (two stages: and V(n)) is visible, and every warp is done with tile n - 1: its buffers can refill.
     __syncthreads();
     if constexpr (kStages == 1) {
-      load_tile(v_base, v_ptr, p.v_stride_seq, n0, p.seqlen_kv, kBlockN);
+      load_tile(v_base, v_ptr, p.v_stride_seq, n0, seqlen_kv(), kBlockN);
       cp_async_commit();
     } else if (n + 1 < num_n_blocks) {
       const unsigned next_stage = ((n + 1) % 2) * kShape.kv_stage_bytes();
       const long long next0 = n0 + kBlockN;
-      load_tile(k_base + next_stage, k_ptr, p.k_stride_seq, next0, p.seqlen_kv, kBlockN);
-      load_tile(v_base + next_stage, v_ptr, p.v_stride_seq, next0, p.seqlen_kv, kBlockN);
+      load_tile(k_base + next_stage, k_ptr, p.k_stride_seq, next0, seqlen_kv(), kBlockN);
+      load_tile(v_base + next_stage, v_ptr, p.v_stride_seq, next0, seqlen_kv(), kBlockN);
       cp_async_commit();
     }
     if constexpr (kQInRegs) {
@@ -222,7 +251,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
       cp_async_wait<0>();
       __syncthreads();  // V(n) is visible, and every warp is done with K(n): its buffer can refill
       if (n + 1 < num_n_blocks) {
-        load_tile(k_base, k_ptr, p.k_stride_seq, n0 + kBlockN, p.seqlen_kv, kBlockN);
+        load_tile(k_base, k_ptr, p.k_stride_seq, n0 + kBlockN, seqlen_kv(), kBlockN);
         cp_async_commit();
       }
     }
@@ -230,7 +259,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
     // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
     // registers in the mask at d = 64, measured).
-    const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+    const KeyMask<kMask> mask{seqlen_kv(), block.diag};
     const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
@@ -317,7 +346,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_mma(const ke
         const unsigned packed = pack2<T>(acc_o[mt][dt][2 * h] * inv_l, acc_o[mt][dt][2 * h + 1] * inv_l);
         *reinterpret_cast<unsigned*>(o_tile + offset(r, dt) + 4 * (lane % 4)) = packed;
       }
-      if (lse_ptr && lane % 4 == 0 && m0 + r < p.seqlen_q) lse_ptr[m0 + r] = row_lse(m_run[mt][h], l);
+      if (lse_ptr && lane % 4 == 0 && m0 + r < seqlen_q()) lse_ptr[m0 + r] = row_lse(m_run[mt][h], l);
     }
   __syncthreads();
   store_rows(o_tile);

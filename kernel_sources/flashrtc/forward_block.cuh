@@ -60,6 +60,19 @@ struct ForwardBlock {
   __device__ __forceinline__ int key_blocks(const kernel::ForwardParams& p, long long row_end) const {
     return key_blocks_seen<kBlockN, kMask>(row_end, diag, p.seqlen_kv);
   }
+  // Moves the block onto one sequence of a packed call (the variable-length forward, p its parameters with
+  // batch strides 0): the sequence's first query and key are rows first_q and first_k, its lengths seqlen_q
+  // and seqlen_kv, and lse is [heads_q, lse_stride_head]. The block's batch is the sequence's index.
+  __device__ __forceinline__ void bind_sequence(const kernel::ForwardParams& p, int first_q, int first_k,
+                                                int seqlen_q, int seqlen_kv, int lse_stride_head) {
+    q += static_cast<long long>(first_q) * p.q_stride_seq;
+    k += static_cast<long long>(first_k) * p.k_stride_seq;
+    v += static_cast<long long>(first_k) * p.v_stride_seq;
+    o += static_cast<long long>(first_q) * p.o_stride_seq;
+    lse = p.lse ? p.lse + static_cast<long long>(head) * lse_stride_head + first_q : nullptr;
+    diag = mask_diag<kMask>(seqlen_q, seqlen_kv);
+    num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, seqlen_kv);
+  }
   // One thread block per work tile.
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}
 };

@@ -36,5 +36,17 @@ struct ForwardParams {
   int whole_tiles, split_key_tiles, split_run, split_longer_runs;
 };
 
+// The variable-length forward's parameters (docs/varlen.md): the dense ones over the packed tensors, with one
+// "batch" per sequence (batch strides 0), seqlen_q and seqlen_kv the host's max_seqlen_q and max_seqlen_k and
+// num_m_blocks of max_seqlen_q; and the device arrays a block reads its sequence's bounds from, clamped into
+// total_q and total_k rows.
+struct VarlenForwardParams {
+  ForwardParams dense;
+  const int* cu_seqlens_q;  // [sequences + 1]
+  const int* cu_seqlens_k;  // [sequences + 1]
+  const int* seqused_k;     // [sequences] or null
+  int total_q, total_k;     // rows of q and o, of k and v; total_q also lse's stride between heads
+};
+
 }  // namespace kernel
 }  // namespace flashrtc

@@ -643,7 +643,9 @@ TEST_CASE("compile --all narrowed by --op, --dtype and --head-dim compiles only 
   const auto count = [](bool backward, std::optional<DType> dtype, int head_dim) {
     std::size_t n = 0;
     for (const KernelSpec& spec : warm_specs("sm_90a"))
-      n += (spec.family->operation != Operation::kForward) == backward && (!dtype || spec.dtype == *dtype) &&
+      n += (spec.family->operation != Operation::kForward && spec.family->operation != Operation::kForwardVarlen) ==
+               backward &&
+           (!dtype || spec.dtype == *dtype) &&
            (!head_dim || spec.head_dim == head_dim);
     return n;
   };

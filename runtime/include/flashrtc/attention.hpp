@@ -4,6 +4,7 @@
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/kernel_family.hpp"
+#include "flashrtc/varlen_params.hpp"
 
 namespace flashrtc {
 
@@ -36,5 +37,25 @@ FLASHRTC_API ConfigResolution resolve_config(const ForwardParams& params);
 [[deprecated("renamed resolve_config")]] inline ConfigResolution resolve_forward_config(const ForwardParams& params) {
   return resolve_config(params);
 }
+
+/// The variable-length forward (varlen_params.hpp, docs/varlen.md): attention_forward per sequence of a packed
+/// call, each mask counted from the sequence's own start. Asynchronous; graph-capturable for any device-side
+/// lengths. Needs what attention_forward needs of q, k, v and o, and cu_seqlens_q, cu_seqlens_k (and
+/// seqused_k) 4-byte aligned device pointers. Rows with no visible key get o = 0, lse = -inf; rows outside
+/// every sequence are not written.
+/// Throws Error: kInvalidArgument naming the argument (nothing is launched, outputs untouched); kUnsupported
+/// where no family serves the call (fp16 and bf16 are served) or for an explicit config that cannot run;
+/// kNoDevice; kNvrtc; kDriver.
+FLASHRTC_API void attention_varlen_forward(const VarlenForwardParams& params);
+
+/// Checks params as attention_varlen_forward does, without a device (and without reading the device arrays).
+/// Throws Error(kInvalidArgument), or Error(kUnsupported) where no family serves the dtype and head dim.
+FLASHRTC_API void validate_varlen_forward(const VarlenForwardParams& params);
+
+/// The query of a call (Operation::kForwardVarlen): the tile is resolved from max_seqlen_q and max_seqlen_k.
+FLASHRTC_API ConfigQuery config_query(const VarlenForwardParams& params);
+
+/// For a call: validates params, then resolves on the current device (no_device_target() without one).
+FLASHRTC_API ConfigResolution resolve_config(const VarlenForwardParams& params);
 
 }  // namespace flashrtc

@@ -22,3 +22,4 @@
 #include "flashrtc/tuning_db.hpp"
 #include "flashrtc/tuning_space.hpp"
 #include "flashrtc/types.hpp"
+#include "flashrtc/varlen_params.hpp"

@@ -45,10 +45,11 @@ enum class Operation : int {
   kDecodeCombine = 6,
   kKvAppend = 7,
   kMergeStates = 8,
-  kBackwardFused = 9
+  kBackwardFused = 9,
+  kForwardVarlen = 10  ///< the forward over packed sequences of their own lengths (varlen_params.hpp)
 };
 /// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert", "decode", "decode-combine",
-/// "kv-append", "merge-states", "backward-fused".
+/// "kv-append", "merge-states", "backward-fused", "forward-varlen".
 FLASHRTC_API const char* to_string(Operation op);
 
 /// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family
@@ -63,8 +64,20 @@ inline constexpr unsigned kAllCallTraits = kCallTmaStrides;
 FLASHRTC_API std::string call_traits_text(unsigned missing);
 
 /// One template parameter of a family's kernel; a family lists them in the kernel's order. kPersistent is a
-/// bool: whether the grid is persistent (KernelFamily::persistent decides it per call).
-enum class TemplateArg : int { kElementType, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, kPersistent };
+/// bool: whether the grid is persistent (KernelFamily::persistent decides it per call). kVarlen is a bool,
+/// always true: the kernel's variable-length variant (a family of Operation::kForwardVarlen sharing a dense
+/// family's kernel template lists it; the dense family leaves it at its default, false).
+enum class TemplateArg : int {
+  kElementType,
+  kHeadDim,
+  kBlockM,
+  kBlockN,
+  kWarps,
+  kStages,
+  kMask,
+  kPersistent,
+  kVarlen
+};
 inline constexpr int kMaxTemplateArgs = 12;
 
 struct KernelFamily;

@@ -22,6 +22,7 @@ const char* field_name(TemplateArg arg) {
     case TemplateArg::kStages: return "stages";
     case TemplateArg::kMask: return "mask";
     case TemplateArg::kPersistent: return "persistent";
+    case TemplateArg::kVarlen: return "varlen";
   }
   return "unknown";
 }
@@ -30,6 +31,7 @@ nlohmann::json field_value(TemplateArg arg, const KernelSpec& spec, int value) {
   if (arg == TemplateArg::kElementType) return std::string(to_string(spec.dtype));
   if (arg == TemplateArg::kMask) return std::string(to_string(spec.mask));
   if (arg == TemplateArg::kPersistent) return spec.persistent;
+  if (arg == TemplateArg::kVarlen) return true;
   return value;
 }
 

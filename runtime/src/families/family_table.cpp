@@ -68,6 +68,7 @@ const char* to_string(Operation op) {
     case Operation::kKvAppend: return "kv-append";
     case Operation::kMergeStates: return "merge-states";
     case Operation::kBackwardFused: return "backward-fused";
+    case Operation::kForwardVarlen: return "forward-varlen";
   }
   return "unknown";
 }
@@ -224,6 +225,7 @@ int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMax
       case TemplateArg::kStages: values[n] = spec.tile.stages; break;
       case TemplateArg::kMask: values[n] = static_cast<int>(spec.mask); break;
       case TemplateArg::kPersistent: values[n] = spec.persistent ? 1 : 0; break;
+      case TemplateArg::kVarlen: values[n] = 1; break;
     }
     ++n;
   }
@@ -243,6 +245,7 @@ std::string KernelFamily::name_expression(const KernelSpec& spec) const {
       case TemplateArg::kStages: text += std::to_string(spec.tile.stages); break;
       case TemplateArg::kMask: text += mask_name_in_kernel(spec.mask); break;
       case TemplateArg::kPersistent: text += spec.persistent ? "true" : "false"; break;
+      case TemplateArg::kVarlen: text += "true"; break;
     }
   }
   return text + ">";

@@ -52,4 +52,52 @@ void build_forward_block_launch(const CallPlan& plan, const void* op_params, Lau
   args.push(k);
 }
 
+namespace {
+
+// A packed tensor as the dense kernels index it: one batch per sequence, each starting at row 0 (the kernel
+// moves it to the sequence's first row).
+TensorRef packed(const TensorRef& t) {
+  TensorRef r = t;
+  r.stride_batch = 0;
+  return r;
+}
+
+}  // namespace
+
+kernel::VarlenForwardParams varlen_forward_kernel_params(const CallPlan& plan, const VarlenForwardParams& p) {
+  ForwardParams dense;
+  dense.dtype = p.dtype;
+  dense.batch = p.batch;
+  dense.seqlen_q = p.max_seqlen_q;
+  dense.seqlen_kv = p.max_seqlen_k;
+  dense.heads_q = p.heads_q;
+  dense.heads_kv = p.heads_kv;
+  dense.head_dim = p.head_dim;
+  dense.q = packed(p.q);
+  dense.k = packed(p.k);
+  dense.v = packed(p.v);
+  dense.o = packed(p.o);
+  dense.lse = p.lse;
+  dense.softmax_scale = p.softmax_scale;
+  dense.mask = p.mask;
+  kernel::VarlenForwardParams k{};
+  k.dense = forward_kernel_params(plan, dense);
+  k.cu_seqlens_q = p.cu_seqlens_q;
+  k.cu_seqlens_k = p.cu_seqlens_k;
+  k.seqused_k = p.seqused_k;
+  k.total_q = static_cast<int>(p.total_q);
+  k.total_k = static_cast<int>(p.total_k);
+  return k;
+}
+
+void build_varlen_forward_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                 KernelArgs& args) {
+  const kernel::VarlenForwardParams k =
+      varlen_forward_kernel_params(plan, *static_cast<const VarlenForwardParams*>(op_params));
+  shape.grid[0] = static_cast<unsigned>(k.dense.num_blocks);
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  args.push(k);
+}
+
 }  // namespace flashrtc::detail

@@ -4,6 +4,7 @@
 #include "flashrtc/attention_params.hpp"
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/kernel_family.hpp"
+#include "flashrtc/varlen_params.hpp"
 
 namespace flashrtc::detail {
 
@@ -13,5 +14,13 @@ kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardP
 
 // KernelFamily::build_launch for those families: one thread block per work tile.
 void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args);
+
+// The variable-length kernels' parameters for a packed call (docs/varlen.md): one work tile per (sequence,
+// head, query block of max_seqlen_q). Throws Error(kInvalidArgument) when the tiles would exceed 2^31 - 1.
+kernel::VarlenForwardParams varlen_forward_kernel_params(const CallPlan& plan, const VarlenForwardParams& p);
+
+// KernelFamily::build_launch of the variable-length families (op_params: a VarlenForwardParams).
+void build_varlen_forward_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                 KernelArgs& args);
 
 }  // namespace flashrtc::detail

@@ -1,5 +1,6 @@
 // Forward attention on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
-// kernel_sources/flashrtc/attention_forward_mma.cuh.
+// kernel_sources/flashrtc/attention_forward_mma.cuh; and its variable-length variant (varlen-mma), the same
+// kernel template over the sequences of a packed call, with the same tiles.
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
@@ -59,6 +60,35 @@ KernelFamily describe() {
 
 const KernelFamily& forward_mma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& forward_varlen_mma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults: a sequence is a dense problem of its
+    // own lengths. The sequence's lengths live in registers where the dense kernel reads its own from the
+    // parameters, so the defaults within a few registers of the margin move
+    // (tests/cpu/test_default_margin.cpp holds these to it too; registers from this build's NVRTC 13.0.88).
+    KernelFamily f = describe();
+    f.name = "varlen-mma";
+    f.operation = Operation::kForwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_forward_launch;
+    for (KernelFamily::DefaultRow& row : f.defaults) {
+      if (row.max_head_dim == 64) {
+        row.candidates = {{{128, 64, 4, 2}, 0, 0, 0, 90}, {{64, 64, 4, 2}}};
+        row.why =
+            "d=64: the dense default up to sm_90a; 128x64 uses 254-255 registers on sm_100 and sm_120 "
+            "with the sequence bounds, 64x64 153-168";
+      } else if (row.max_head_dim == 256) {
+        row.candidates.back().tile.stages = 1;
+        row.why =
+            "d=256: the dense defaults, but one stage where the dense kernel takes 64x16 (sm_120): 64x16 "
+            "with two stages uses 253 registers with the sequence bounds";
+      }
+    }
+    return f;
+  }();
   return family;
 }
 

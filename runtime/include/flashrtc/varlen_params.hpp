@@ -1,0 +1,51 @@
+#pragma once
+/// The parameters of a variable-length (packed) forward call: B sequences of their own lengths packed one
+/// after another along the token axis (docs/varlen.md). Plain data; the entry point is
+/// attention_varlen_forward in attention.hpp. Argument names follow FlashAttention's flash_attn_varlen_func.
+#include <cstdint>
+#include <optional>
+
+#include "flashrtc/attention_params.hpp"
+#include "flashrtc/tile.hpp"
+#include "flashrtc/types.hpp"
+
+namespace flashrtc {
+
+/// Tensors are TensorRefs over [total, heads, head_dim] (stride_seq steps one token, stride_head one head,
+/// stride_dim == 1; stride_batch is not used: a packed tensor is one batch).
+///
+/// Values read from the device are data, not trusted: cu_seqlens_q[b] and [b + 1] are clamped to [0,
+/// total_q] (and the end to at least the start), the same for the keys against total_k, seqused_k[b] to [0,
+/// the sequence's keys]; a sequence's queries past max_seqlen_q are not computed. No value makes a kernel
+/// read or write outside the tensors described here, and rows outside every sequence are never written.
+struct VarlenForwardParams {
+  DType dtype = DType::kFloat16;  ///< of q, k, v and o alike
+  std::int64_t batch = 0;         ///< sequences B
+  std::int64_t total_q = 0;       ///< rows of q and o (at least cu_seqlens_q[B])
+  std::int64_t total_k = 0;       ///< rows of k and v (at least cu_seqlens_k[B]); 0 when no sequence has keys
+  /// Host bounds of the sequences' lengths: the grid covers max_seqlen_q queries per sequence, and both pick
+  /// the tile as a dense call's lengths do. 1 <= max_seqlen_q <= total_q, 0 <= max_seqlen_k <= total_k.
+  std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  std::int64_t heads_q = 0, heads_kv = 0;  ///< heads_q % heads_kv == 0 (GQA, MQA)
+  std::int64_t head_dim = 0;               ///< a multiple of 8 up to 256
+  TensorRef q;                             ///< [total_q, Hq, d]
+  TensorRef k, v;                          ///< [total_k, Hkv, d]
+  TensorRef o;                             ///< [total_q, Hq, d], written for the rows of the sequences
+  /// [B + 1] int32 on the device each, prefix sums: sequence b owns queries [cu_seqlens_q[b], cu_seqlens_q[b
+  /// + 1]) and keys [cu_seqlens_k[b], cu_seqlens_k[b + 1]).
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_k = nullptr;
+  /// Optional [B] int32 on the device: sequence b attends only its first seqused_k[b] keys.
+  const std::int32_t* seqused_k = nullptr;
+  /// Optional [Hq, total_q] float32, contiguous (entry (h, t) at h * total_q + t): natural-log sum of exp of
+  /// the scaled scores; -inf for a row with no visible key.
+  float* lse = nullptr;
+  std::optional<float> softmax_scale;  ///< default 1/sqrt(head_dim)
+  /// Counted from each sequence's own start with its own lengths Lq, Lk: kCausalTopLeft j <= i,
+  /// kCausalBottomRight j <= i + Lk - Lq. A row with no visible key gets o = 0, lse = -inf.
+  MaskKind mask = MaskKind::kNone;
+  void* stream = nullptr;            ///< CUstream / cudaStream_t; null is the legacy default stream
+  std::optional<TileConfig> config;  ///< explicit tile; else tuned, else default
+};
+
+}  // namespace flashrtc
