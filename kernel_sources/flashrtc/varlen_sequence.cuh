@@ -4,6 +4,7 @@
 // parameter struct of either kind.
 #include "flashrtc/forward_block.cuh"
 #include "flashrtc/forward_params.cuh"
+#include "flashrtc/varlen_bounds.cuh"
 
 namespace flashrtc {
 
@@ -28,26 +29,11 @@ __device__ __forceinline__ const ForwardParams& dense_params(const VarlenForward
 
 }  // namespace kernel
 
-struct VarlenSequence {
-  int first_q, first_k;  // rows of the sequence's first query and key
-  int seqlen_q;          // queries, at most max_seqlen_q (p.dense.seqlen_q): the grid has no block past it
-  int seqlen_kv;         // keys, after seqused_k
-};
-
-__device__ __forceinline__ int clamp_to(int x, int lo, int hi) {
-  return min(max(x, lo), hi);
-}
-
-// Sequence b's bounds: each prefix sum clamped to [0, total], each end to at least its start, seqused_k[b] to
-// [0, the sequence's keys].
+// Sequence b's bounds (varlen_bounds), read from the device arrays.
 __device__ __forceinline__ VarlenSequence varlen_sequence(const kernel::VarlenForwardParams& p, int b) {
-  VarlenSequence s;
-  s.first_q = clamp_to(p.cu_seqlens_q[b], 0, p.total_q);
-  s.first_k = clamp_to(p.cu_seqlens_k[b], 0, p.total_k);
-  s.seqlen_q = min(clamp_to(p.cu_seqlens_q[b + 1], s.first_q, p.total_q) - s.first_q, p.dense.seqlen_q);
-  s.seqlen_kv = clamp_to(p.cu_seqlens_k[b + 1], s.first_k, p.total_k) - s.first_k;
-  if (p.seqused_k) s.seqlen_kv = clamp_to(p.seqused_k[b], 0, s.seqlen_kv);
-  return s;
+  return varlen_bounds(p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1],
+                       p.seqused_k != nullptr, p.seqused_k ? p.seqused_k[b] : 0, p.total_q, p.total_k,
+                       p.dense.seqlen_q);
 }
 
 // Moves block (made from p.dense: its batch is its sequence) onto its sequence, whose bounds it writes into
