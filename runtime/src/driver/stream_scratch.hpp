@@ -9,6 +9,10 @@ namespace flashrtc::detail {
 
 // What a kernel may assume of any scratch pointer: its 16-byte vector accesses stay aligned.
 constexpr std::size_t kScratchAlignBytes = 16;
+// bytes rounded up so that what follows them in one scratch allocation stays kScratchAlignBytes-aligned.
+constexpr std::size_t scratch_aligned(std::size_t bytes) {
+  return (bytes + kScratchAlignBytes - 1) / kScratchAlignBytes * kScratchAlignBytes;
+}
 
 // Owns a stream-ordered allocation until it is freed with cuMemFreeAsync on the same stream, or refers to
 // a caller's workspace, which it never frees. Move-only.

@@ -31,11 +31,7 @@ void attention_forward(const ForwardParams& p) {
   // The per-call path: argument checks, one memo lookup, the launch. The tile (explicit one included) is
   // checked when the call is first resolved, not on every call.
   detail::validate_forward_arguments(p);
-  const detail::PreparedCall& call = detail::prepare_call(config_query(p));
-  LaunchShape shape;
-  KernelArgs args;
-  call.plan.family->build_launch(call.plan, &p, shape, args);
-  detail::launch_family_kernel(call.function, shape, static_cast<CUstream>(p.stream), args);
+  detail::launch_prepared(detail::prepare_call(config_query(p)), &p, static_cast<CUstream>(p.stream));
 }
 
 }  // namespace flashrtc

@@ -13,7 +13,6 @@
 #include "flashrtc/attention_backward.hpp"
 
 #include "driver/driver_api.hpp"
-#include "driver/launch.hpp"
 #include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/config_resolution.hpp"
@@ -24,21 +23,6 @@
 #include "ops/call_traits.hpp"
 
 namespace flashrtc {
-
-namespace {
-
-std::size_t round_up(std::size_t bytes) {
-  return (bytes + detail::kScratchAlignBytes - 1) / detail::kScratchAlignBytes * detail::kScratchAlignBytes;
-}
-
-void launch(const detail::PreparedCall& call, const detail::BackwardLaunch& backward, CUstream stream) {
-  LaunchShape shape;
-  KernelArgs args;
-  call.plan.family->build_launch(call.plan, &backward, shape, args);
-  detail::launch_family_kernel(call.function, shape, stream, args);
-}
-
-}  // namespace
 
 std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch, unsigned traits) {
   // Cheapest checks first: deterministic and short calls never scan the family table.
@@ -110,7 +94,7 @@ void attention_backward(const BackwardParams& p) {
   const detail::PreparedCall& dq = detail::prepare_call(config_query(p, ops[2]));
 
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
-  const std::size_t d_rows_bytes = round_up(rows * sizeof(float));
+  const std::size_t d_rows_bytes = detail::scratch_aligned(rows * sizeof(float));
   // The fused kernel's workspace is in its tiles of block_m queries (dq_accum_layout.cuh).
   const int dq_tile_rows = separate_dq ? 0 : main.plan.spec.tile.block_m;
   const std::size_t dq_bytes =
@@ -134,9 +118,9 @@ void attention_backward(const BackwardParams& p) {
       throw Error(ErrorCode::kDriver, "cannot zero the backward's dQ workspace", "cuMemsetD32Async",
                   detail::driver_status_name(status));
   }
-  launch(prep, backward, stream);
-  launch(main, backward, stream);
-  launch(dq, backward, stream);
+  detail::launch_prepared(prep, &backward, stream);
+  detail::launch_prepared(main, &backward, stream);
+  detail::launch_prepared(dq, &backward, stream);
 }
 
 }  // namespace flashrtc

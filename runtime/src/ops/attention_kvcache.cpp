@@ -6,7 +6,6 @@
 // merge_states is one row kernel (merge-states).
 #include "flashrtc/attention_kvcache.hpp"
 
-#include "driver/launch.hpp"
 #include "driver/stream_scratch.hpp"
 #include "families/decode_launch.hpp"
 #include "flashrtc/error.hpp"
@@ -25,17 +24,6 @@ constexpr int kAssumedMultiprocessors = 132;
 ConfigQuery row_query(DType dtype, std::int64_t head_dim, std::int64_t rows, Operation op) {
   return {dtype, static_cast<int>(head_dim), MaskKind::kNone, std::max<std::int64_t>(rows, 1), 1, std::nullopt, op,
           kAllCallTraits};
-}
-
-std::size_t round_up(std::size_t bytes) {
-  return (bytes + detail::kScratchAlignBytes - 1) / detail::kScratchAlignBytes * detail::kScratchAlignBytes;
-}
-
-void launch(const detail::PreparedCall& call, const void* op_params, CUstream stream) {
-  LaunchShape shape;
-  KernelArgs args;
-  call.plan.family->build_launch(call.plan, op_params, shape, args);
-  detail::launch_family_kernel(call.function, shape, stream, args);
 }
 
 }  // namespace
@@ -98,7 +86,7 @@ void attention_with_kvcache(const KvCacheParams& p) {
 
   const CUstream stream = static_cast<CUstream>(p.stream);
   const std::size_t splits = static_cast<std::size_t>(call.num_splits);
-  const std::size_t lse_bytes = combine ? round_up(splits * static_cast<std::size_t>(rows) * sizeof(float)) : 0;
+  const std::size_t lse_bytes = combine ? detail::scratch_aligned(splits * static_cast<std::size_t>(rows) * sizeof(float)) : 0;
   const std::size_t o_bytes =
       combine ? splits * static_cast<std::size_t>(rows) * static_cast<std::size_t>(p.head_dim) * sizeof(float) : 0;
   // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
@@ -108,16 +96,16 @@ void attention_with_kvcache(const KvCacheParams& p) {
     call.o_partial = reinterpret_cast<float*>(scratch.data() + lse_bytes);
   }
 
-  if (append_call) launch(*append_call, &call, stream);
-  launch(decode, &call, stream);
-  if (combine) launch(*combine, &call, stream);
+  if (append_call) detail::launch_prepared(*append_call, &call, stream);
+  detail::launch_prepared(decode, &call, stream);
+  if (combine) detail::launch_prepared(*combine, &call, stream);
 }
 
 void merge_states(const MergeStatesParams& p) {
   detail::validate_merge_states_arguments(p);
   const detail::PreparedCall& call =
       detail::prepare_call(row_query(p.dtype, p.head_dim, p.batch * p.heads * p.seqlen, Operation::kMergeStates));
-  launch(call, &p, static_cast<CUstream>(p.stream));
+  detail::launch_prepared(call, &p, static_cast<CUstream>(p.stream));
 }
 
 }  // namespace flashrtc

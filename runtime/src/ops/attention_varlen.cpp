@@ -2,7 +2,6 @@
 // from the host's length bounds, launched over (sequence, head, query block of max_seqlen_q).
 #include <algorithm>
 
-#include "driver/launch.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
@@ -46,11 +45,7 @@ ConfigResolution resolve_config(const VarlenForwardParams& params) {
 
 void attention_varlen_forward(const VarlenForwardParams& p) {
   detail::validate_varlen_arguments(p);
-  const detail::PreparedCall& call = detail::prepare_call(config_query(p));
-  LaunchShape shape;
-  KernelArgs args;
-  call.plan.family->build_launch(call.plan, &p, shape, args);
-  detail::launch_family_kernel(call.function, shape, static_cast<CUstream>(p.stream), args);
+  detail::launch_prepared(detail::prepare_call(config_query(p)), &p, static_cast<CUstream>(p.stream));
 }
 
 }  // namespace flashrtc

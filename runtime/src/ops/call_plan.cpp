@@ -8,6 +8,7 @@
 
 #include "cache/artifact_cache.hpp"
 #include "driver/driver_api.hpp"
+#include "driver/launch.hpp"
 #include "driver/loaded_kernels.hpp"
 #include "families/family_compile.hpp"
 #include "flashrtc/error.hpp"
@@ -137,6 +138,13 @@ const PreparedCall& prepare_call(const ConfigQuery& query) {
   }
   auto [it, inserted] = m.calls->emplace(MemoKey{info.context, bucketed}, std::move(prepared));
   return *it->second;
+}
+
+void launch_prepared(const PreparedCall& call, const void* op_params, CUstream stream) {
+  LaunchShape shape;
+  KernelArgs args;
+  call.plan.family->build_launch(call.plan, op_params, shape, args);
+  launch_family_kernel(call.function, shape, stream, args);
 }
 
 }  // namespace flashrtc::detail

@@ -24,4 +24,8 @@ struct PreparedCall {
 // Throws what config resolution, compilation and the driver throw.
 const PreparedCall& prepare_call(const ConfigQuery& query);
 
+// Launches call's kernel on stream with the launch its family builds from op_params (the operation's own
+// parameter struct).
+void launch_prepared(const PreparedCall& call, const void* op_params, CUstream stream);
+
 }  // namespace flashrtc::detail
