@@ -56,8 +56,10 @@ __device__ __forceinline__ void store_four(T* dst, float4 v) {
 // With p.dq_tile_rows > 0 (the fused kernels' layout), one block per 64-query slice of one (batch, query head),
 // blockIdx.x = (batch * heads_q + head) * ceil(seqlen_q / 64) + slice: the slice is one contiguous run of the
 // workspace, read in order by 16-byte vectors, each four adjacent columns of one query (dq_slice_position). With 0 (row-major), one warp per row as the prep.
+// At least 8 blocks per SM is all a streaming pass needs: without that bound ptxas for sm_100 held the kernel to
+// 32 registers (full occupancy) and spilled the batch of loads.
 template <typename T, int kHeadDim, int kBlockM, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_convert(const kernel::BackwardParams p) {
+__global__ void __launch_bounds__(kWarps * 32, 8) attention_backward_dq_convert(const kernel::BackwardParams p) {
   static_assert(RowsShape{kHeadDim, kBlockM, 1, kWarps, 1}.invalid_reason() == nullptr,
                 "invalid row-pass tile");
   if (p.dq_tile_rows > 0) {
