@@ -34,6 +34,11 @@ bf16 and fp16, plus d = 96 and d = 256 rows (H = 2048 // d), with each peer wher
     python3 bench/compare.py --op bwd --dtype bf16 --head-dim 64,128    # backward beside sdpa-flash, sdpa-cudnn
     python3 bench/compare.py --from-json compare.jsonl --plot compare.png   # no GPU needed
     python3 bench/compare.py --op decode --batch 8 --seqlen-kv 32768 --heads 32/8 --json > decode.jsonl
+    python3 bench/compare.py --op varlen --head-dim 64,128                # ragged batch (compare_varlen.py)
+    python3 bench/compare.py --op varlen --lengths equal:4096 --heads 16/16   # beside the dense kernel
+
+--op varlen: a packed batch of ragged lengths, forward and fwd+bwd, beside SDPA over nested jagged tensors,
+SDPA over the padded batch and (at equal lengths) flashrtc's dense kernel; compare_varlen.py says how.
 
 The peers' script is found by --peers, else next to this file (a staged .devbuild/), else in
 ../shared/bench/ beside the checkout. flashrtc is imported from the environment, else from next to this
@@ -47,6 +52,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import compare_varlen  # noqa: E402  (beside this file, here and in a staged .devbuild/python)
+
 REPO = HERE.parent
 RATIO_PEERS = ("sdpa-flash", "sdpa-cudnn", "triton-fa2")  # the issue's ratio columns
 DEFAULT_PEERS = RATIO_PEERS + ("sdpa-efficient",)
@@ -314,21 +322,28 @@ def parse_args(argv=None):
     ap.add_argument("--seqlen", default=",".join(map(str, GRID_SEQLENS)), help="grid lengths (B = 16384 // N)")
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"])
     ap.add_argument("--shape", action="append", help="B,H,N,d instead of the grid (repeatable)")
-    ap.add_argument("--op", default="fwd", choices=sorted(MODES) + ["decode"],
+    ap.add_argument("--op", default="fwd", choices=sorted(MODES) + ["decode", "varlen"],
                     help="fwd (default): the forward; bwd: the backward and fwd+bwd, through autograd; decode: "
-                    "attention over a KV cache")
+                    "attention over a KV cache; varlen: a packed batch of ragged sequences, fwd and fwd+bwd")
     decode = ap.add_argument_group("--op decode")
     decode.add_argument("--batch", default=",".join(map(str, DECODE_BATCHES)), help="comma-separated batches")
     decode.add_argument("--seqlen-kv", default=",".join(map(str, DECODE_SEQLENS_KV)),
                         help="comma-separated cache lengths (every sequence holds that many tokens)")
-    decode.add_argument("--heads", default=",".join(f"{q}/{kv}" for q, kv in DECODE_HEADS),
-                        help="comma-separated Hq/Hkv pairs")
+    decode.add_argument("--heads", help="comma-separated Hq/Hkv pairs (default "
+                        f"{','.join(f'{q}/{kv}' for q, kv in DECODE_HEADS)}; --op varlen: one pair, default "
+                        "H = 2048 // d for queries and keys)")
     decode.add_argument("--seqlen-q", type=int, default=1, help="query tokens per sequence (default 1)")
     decode.add_argument("--page-size", default=",".join(map(str, DECODE_PAGE_SIZES)),
                         help="comma-separated: 0 times the contiguous cache, a power of two a paged one with a "
                         "shuffled block table")
     decode.add_argument("--max-kv-gb", type=float, default=DECODE_MAX_KV_GB,
                         help="skip a point whose K and V take more GB than this")
+    varlen = ap.add_argument_group("--op varlen")
+    varlen.add_argument("--lengths", default=compare_varlen.DEFAULT_LENGTHS,
+                        help="uniform:LO:HI (drawn with --seed), equal:L, or a comma-separated list")
+    varlen.add_argument("--total-tokens", type=int, default=compare_varlen.DEFAULT_TOTAL_TOKENS,
+                        help="tokens of the batch (uniform: draws until this many; equal: total // L sequences)")
+    varlen.add_argument("--seed", type=int, default=0, help="of the uniform draw (default 0)")
     ap.add_argument("--providers", help="peers of sdpa_peers.py to time (default: "
                     f"{','.join(DEFAULT_PEERS)}; with --op bwd {','.join(BACKWARD_PEERS)}; with --op decode "
                     f"{','.join(DECODE_PEERS)}, SDPA's backends by the peers' names)")
@@ -338,6 +353,8 @@ def parse_args(argv=None):
     ap.add_argument("--from-json", metavar="FILE", help="table (and --plot) from an earlier --json run, no GPU")
     a = ap.parse_args(argv)
     decoding = a.op == "decode"
+    if a.heads is None and a.op != "varlen":
+        a.heads = ",".join(f"{q}/{kv}" for q, kv in DECODE_HEADS)
     if a.dtype is None:
         a.dtype = "bf16" if decoding else "bf16,fp16"
     if a.head_dim is None:
@@ -350,7 +367,7 @@ def parse_args(argv=None):
         a.batches = [int(x) for x in a.batch.split(",")]
         a.seqlens_kv = [int(x) for x in a.seqlen_kv.split(",")]
         a.page_sizes = [int(x) for x in a.page_size.split(",")]
-        a.heads_pairs = [tuple(int(y) for y in x.split("/")) for x in a.heads.split(",")]
+        a.heads_pairs = [tuple(int(y) for y in x.split("/")) for x in a.heads.split(",")] if a.heads else []
         a.head_dims = [int(x) for x in a.head_dim.split(",")]
         a.seqlens = [int(x) for x in a.seqlen.split(",")]
         a.shapes = [tuple(int(x) for x in s.split(",")) for s in a.shape or []]
@@ -365,7 +382,17 @@ def parse_args(argv=None):
     if any(p < 0 or (p & (p - 1)) for p in a.page_sizes):
         ap.error("--page-size: 0 (contiguous) or a power of two")
     a.causals = {"both": [False, True], "yes": [True], "no": [False]}[a.causal]
-    default_peers = {"fwd": DEFAULT_PEERS, "bwd": BACKWARD_PEERS, "decode": DECODE_PEERS}[a.op]
+    if a.op == "varlen":
+        if len(a.heads_pairs) > 1:
+            ap.error("--op varlen takes one --heads pair")
+        a.varlen_heads = a.heads_pairs[0] if a.heads_pairs else None
+        try:
+            a.varlen_lengths = compare_varlen.lengths_of(a.lengths, a.total_tokens, a.seed)
+        except ValueError as e:
+            ap.error(str(e))
+        if a.providers is not None or a.plot:
+            ap.error("--op varlen times its own providers (compare_varlen.py) and prints its table only")
+    default_peers = {"fwd": DEFAULT_PEERS, "bwd": BACKWARD_PEERS, "decode": DECODE_PEERS}.get(a.op, ())
     providers = a.providers if a.providers is not None else ",".join(default_peers)
     a.peer_names = [p for p in providers.split(",") if p]
     if a.plot and decoding:
@@ -702,8 +729,12 @@ def main(argv=None):
     if a.from_json:
         rows = [json.loads(line) for line in Path(a.from_json).read_text().splitlines() if line.strip()]
         decode_rows = [r for r in rows if r.get("mode") == "decode"]
-        rows = [r for r in rows if r.get("mode") != "decode"]
+        varlen_rows = [r for r in rows if "tokens" in r]
+        rows = [r for r in rows if r.get("mode") != "decode" and "tokens" not in r]
         output = []
+        if varlen_rows:
+            heading, lines, summary = compare_varlen.varlen_table(varlen_rows, SHORT)
+            output += heading + lines + summary
         if rows:
             names = [p for p in a.peer_names if any(r["provider"] == p for r in rows)]
             heading, lines, summary = table(rows, names)
@@ -712,8 +743,11 @@ def main(argv=None):
             heading, lines, summary = decode_table(decode_rows)
             output += heading + lines + summary
         print("\n".join(output))
-        mismatches = [r for r in rows + decode_rows if r.get("mismatch")]
+        mismatches = [r for r in rows + decode_rows + varlen_rows if r.get("mismatch")]
         rows = rows or decode_rows
+    elif a.op == "varlen":
+        rows, mismatches = compare_varlen.measure_varlen(a, sys.modules[__name__])
+        print("\n".join(compare_varlen.varlen_table(rows, SHORT)[2]), file=sys.stderr if a.json else sys.stdout)
     elif a.op == "decode":
         rows, mismatches = measure_decode(a)  # prints the table's lines as the points finish
         print("\n".join(decode_table(rows)[2]), file=sys.stderr if a.json else sys.stdout)

@@ -1,6 +1,6 @@
 """bench/compare.py without a GPU or torch: the grid it runs, the ratio table and its summary, the
 tolerance rule, --from-json, and its messages for a missing peers script or matplotlib; --op decode's grid,
-bytes, table and --from-json.
+bytes, table and --from-json; --op varlen's lengths, FLOPs, table and arguments (compare_varlen.py).
 
 Usage: python3 tests/cli/test_compare.py
 """
@@ -208,6 +208,74 @@ class FromJson(unittest.TestCase):
         r = run("--from-json", path)
         self.assertEqual(r.returncode, 1)
         self.assertIn("FAILED", r.stderr)
+
+
+def varlen_row(provider, ms=None, mode="fwd", causal=False, **extra):
+    r = dict(provider=provider, mode=mode, dtype="bfloat16", d=128, causal=causal, B=3, H=16, Hkv=16, tokens=6000,
+             lengths="1000..3000")
+    if ms is None:
+        r["error"] = "UnsupportedError: refused"
+    else:
+        r.update(ms=ms, mtok_s=round(6000 / ms / 1e3, 1), tflops=1.0)
+    r.update(extra)
+    return r
+
+
+class Varlen(unittest.TestCase):
+    varlen = compare.compare_varlen
+
+    def test_uniform_lengths_fill_the_total_from_the_seed(self):
+        lengths = self.varlen.lengths_of("uniform:128:8192", 65536, 0)
+        self.assertEqual(sum(lengths), 65536)
+        self.assertTrue(all(1 <= n <= 8192 for n in lengths))
+        self.assertTrue(all(128 <= n for n in lengths[:-1]))  # the last one is cut to fit
+        self.assertEqual(lengths, self.varlen.lengths_of("uniform:128:8192", 65536, 0))
+        self.assertNotEqual(lengths, self.varlen.lengths_of("uniform:128:8192", 65536, 1))
+
+    def test_equal_and_listed_lengths(self):
+        self.assertEqual(self.varlen.lengths_of("equal:4096", 65536, 0), [4096] * 16)
+        self.assertEqual(self.varlen.lengths_of("equal:5000", 12000, 0), [5000] * 2)
+        self.assertEqual(self.varlen.lengths_of("1,17,300", 0, 0), [1, 17, 300])
+        for spec in ("uniform:0:5", "uniform:9:5", "equal:0", "1,0", "uniform:5"):
+            with self.subTest(spec=spec), self.assertRaises(ValueError):
+                self.varlen.lengths_of(spec, 1000, 0)
+
+    def test_flops_count_the_real_tokens(self):
+        self.assertEqual(self.varlen.varlen_flops([10, 20], 2, 64, False), 4.0 * 2 * 64 * (100 + 400))
+        self.assertEqual(self.varlen.varlen_flops([10, 20], 2, 64, True), 2.0 * 2 * 64 * (100 + 400))
+
+    def test_arguments(self):
+        a = compare.parse_args(["--op", "varlen", "--lengths", "equal:2048", "--total-tokens", "8192",
+                                "--heads", "32/8"])
+        self.assertEqual((a.varlen_lengths, a.varlen_heads), ([2048] * 4, (32, 8)))
+        self.assertIsNone(compare.parse_args(["--op", "varlen"]).varlen_heads)
+        for args in (["--heads", "32/8,16/16"], ["--lengths", "equal:0"], ["--providers", "sdpa-flash"]):
+            with self.subTest(args=args):
+                self.assertEqual(run("--op", "varlen", *args).returncode, 2)
+
+    def test_table_ratios_errors_and_summary(self):
+        rows = [varlen_row("flashrtc", 1.0, max_abs_err=1e-3, peer_max_abs_err=2e-3), varlen_row("sdpa-jagged", 1.5),
+                varlen_row("sdpa-padded", 2.5), varlen_row("flashrtc", None, mode="fwd+bwd"),
+                varlen_row("sdpa-jagged", 4.0, mode="fwd+bwd")]
+        heading, lines, summary = self.varlen.varlen_table(rows, compare.SHORT)
+        self.assertIn("3 sequences, 6000 tokens (lengths 1000..3000)", heading[0])
+        self.assertEqual(len(lines), 2)
+        self.assertRegex(lines[0], r"^fwd +bf16 +128 no .* 6/1 .* 1\.50 +2\.50 \| 1\.0e-03 \(2\.0e-03\)$")
+        self.assertIn("error", lines[1])
+        self.assertEqual(summary, ["varlen fwd bf16: sdpa-jagged's time / flashrtc's: geometric mean 1.50 over 1 "
+                                   "points, 0 below 1",
+                                   "varlen fwd bf16: sdpa-padded's time / flashrtc's: geometric mean 2.50 over 1 "
+                                   "points, 0 below 1"])
+
+    def test_from_json_and_a_recorded_mismatch(self):
+        path = FromJson.write(self, [varlen_row("flashrtc", 1.0), varlen_row("sdpa-jagged", 1.3)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("geometric mean 1.30 over 1 points", r.stdout)
+        path = FromJson.write(self, [varlen_row("flashrtc", None, mismatch=True, max_abs_err=0.5, peer_max_abs_err=1e-3)])
+        r = run("--from-json", path)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("MISMATCH", r.stdout)
 
 
 class Messages(unittest.TestCase):
