@@ -1,7 +1,8 @@
 // `flashrtc bench`: forward attention over the standard grid (or given shapes), timed by its
 // protocol: kernels compiled and warmed first, fresh random normal inputs, the L2 cache evicted before each
 // timed launch, CUDA-event median, TFLOP/s = 4 B H Nq Nk d (halved when causal) / median. --op decode:
-// attention_with_kvcache by the same protocol, in GB/s (bench_decode.cpp).
+// attention_with_kvcache by the same protocol, in GB/s (bench_decode.cpp); --op varlen:
+// attention_varlen_forward over one packed batch of ragged lengths (bench_varlen.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "bench_decode.hpp"
 #include "bench_plan.hpp"
+#include "bench_varlen.hpp"
 #include "cli_support.hpp"
 #include "config_backward.hpp"
 #include "flashrtc/device_memory.hpp"
@@ -21,6 +23,7 @@
 #include "flashrtc_tools/host_tensors.hpp"
 #include "flashrtc_tools/json_fields.hpp"
 #include "json_output.hpp"
+#include "varlen_lengths.hpp"
 
 namespace flashrtc::cli {
 
@@ -43,8 +46,11 @@ struct BenchOptions {
   bool no_l2_flush = false, lse = false, json = false, dry_run = false;
   std::string op =
       "fwd";  // or "bwd": the backward of each point (2.5 x the forward's FLOPs: five products against two)
-  bool deterministic = false;  // bwd: BackwardParams::deterministic
-  DecodeOptions decode;        // decode: the cache's shapes
+  bool deterministic = false;                // bwd: BackwardParams::deterministic
+  DecodeOptions decode;                      // decode: the cache's shapes (varlen: its --heads, --heads-kv)
+  std::string lengths = "uniform:128:8192";  // varlen: the batch's sequence lengths (varlen_lengths.hpp)
+  std::int64_t total_tokens = 65536;
+  CLI::Option* varlen_options[2] = {};  // --lengths, --total-tokens: only with --op varlen
   // Given on the command line: --op decode takes some of them and refuses the others.
   CLI::Option *mask_option = nullptr, *layout_option = nullptr, *forward_only[4] = {};
   std::uint64_t seed = 1;
@@ -295,9 +301,39 @@ int execute_decode_bench(const BenchOptions& o) {
   return run_decode_bench(d);
 }
 
+int execute_varlen_bench(const BenchOptions& o) {
+  for (const CLI::Option* option : o.forward_only)
+    if (option->count() > 0) throw UsageError(option->get_name() + " does not go with --op varlen");
+  if (o.layout_option->count() > 0)
+    throw UsageError("--layout does not go with --op varlen: q, k, v and o are packed [total, H, d]");
+  if (o.deterministic) throw UsageError("--deterministic goes with --op bwd");
+  VarlenBenchOptions v;
+  for (const std::string& name : o.dtypes) v.dtypes.push_back(dtype_from(name));
+  for (const std::string& name : o.masks) v.masks.push_back(mask_from(name));
+  v.head_dims = o.head_dims;
+  v.lengths = varlen_lengths(o.lengths, o.total_tokens, o.seed);
+  if (o.decode.heads_options[0]->count() > 0) v.heads = o.decode.heads;
+  v.heads_kv = o.decode.heads_kv;
+  if (v.heads_kv && !v.heads) throw UsageError("--heads-kv needs --heads with --op varlen");
+  v.tile = &o.tile;
+  v.target = &o.target;
+  v.warmup = o.warmup;
+  v.iters = o.iters;
+  v.no_l2_flush = o.no_l2_flush;
+  v.lse = o.lse;
+  v.json = o.json;
+  v.dry_run = o.dry_run;
+  v.seed = o.seed;
+  return run_varlen_bench(v);
+}
+
 int execute_bench(const BenchOptions& o) {
   o.decode.check_mode(o.op);
+  for (const CLI::Option* option : o.varlen_options)
+    if (option->count() > 0 && o.op != "varlen")
+      throw UsageError(option->get_name() + " goes with --op varlen");
   if (o.op == "decode") return execute_decode_bench(o);
+  if (o.op == "varlen") return execute_varlen_bench(o);
   if (o.deterministic && o.op != "bwd") throw UsageError("--deterministic goes with --op bwd");
   if (!o.plot_path.empty()) check_plot_target(o.plot_path);  // before any measurement, not after
   if (!o.from_path.empty()) {
@@ -430,7 +466,9 @@ Command add_bench_command(CLI::App& parent) {
       *app, o->op, "the backward (dQ, dK, dV) of each point, TFLOP/s at 2.5 x the forward's FLOPs",
       "attention_with_kvcache over a cache of each --batch x --seqlen-kv x --page-size (and "
       "--dtype, --head-dim, --mask), random data, a shuffled block table when paged, every sequence "
-      "holding --seqlen-kv tokens: microseconds and GB/s of the K/V read plus q and o");
+      "holding --seqlen-kv tokens: microseconds and GB/s of the K/V read plus q and o",
+      "attention_varlen_forward over one packed batch of --lengths (queries and keys alike; --heads, "
+      "--heads-kv), per --dtype, --head-dim and --mask: TFLOP/s and tokens/s of the real tokens");
   app->add_flag("--deterministic", o->deterministic,
                 "with --op bwd: the deterministic mode (the main kernel and an atomic-free dQ pass; default: "
                 "where a fused family serves the call, sm_90a, one kernel that adds dQ with fp32 atomics)");
@@ -455,6 +493,16 @@ Command add_bench_command(CLI::App& parent) {
                           format_bytes(double(kMaxBenchRowsBytes)) + ")")
           ->needs(plot);
   o->decode.add_to(*app, true);
+  o->varlen_options[0] =
+      app->add_option(
+             "--lengths", o->lengths,
+             "with --op varlen: uniform:LO:HI (drawn with --seed until --total-tokens, the last cut to "
+             "fit), equal:L (--total-tokens / L sequences) or N1,N2,...")
+          ->capture_default_str();
+  o->varlen_options[1] = app->add_option("--total-tokens", o->total_tokens,
+                                         "with --op varlen: tokens of the uniform or equal batch")
+                             ->capture_default_str()
+                             ->check(CLI::Range(std::int64_t(1), kMaxVarlenTokens));
   o->forward_only[0] = shape;
   o->forward_only[1] = seqlen;
   o->forward_only[2] = plot;

@@ -89,12 +89,17 @@ void DecodeOptions::add_to(CLI::App& app, bool lists) {
     added.back()->delimiter(',');
   else
     added.back()->expected(1);
-  added.push_back(app.add_option("--heads", heads, "with --op decode: query heads")
-                      ->capture_default_str()
-                      ->check(count_validator()));
+  // bench's --op varlen takes the heads too (lists: bench's options).
+  const std::string ops = lists ? "with --op decode or varlen: " : "with --op decode: ";
   added.push_back(
-      app.add_option("--heads-kv", heads_kv, "with --op decode: key/value heads (default: --heads)")
+      app.add_option("--heads", heads,
+                     ops + "query heads" + (lists ? " (decode: 32 by default; varlen: the grid's, 2048 / d)" : ""))
           ->check(count_validator()));
+  if (!lists) added.back()->capture_default_str();
+  heads_options[0] = added.back();
+  added.push_back(app.add_option("--heads-kv", heads_kv, ops + "key/value heads (default: --heads)")
+                      ->check(count_validator()));
+  heads_options[1] = added.back();
   added.push_back(app.add_option("--seqlen-q", seqlen_q,
                                  "with --op decode: query tokens per sequence (1 decodes; more: speculative)")
                       ->capture_default_str()
@@ -113,7 +118,9 @@ void DecodeOptions::check_mode(const std::string& op) const {
     return;
   }
   for (const CLI::Option* option : added)
-    if (option->count() > 0) throw UsageError(option->get_name() + " goes with --op decode");
+    if (option->count() > 0 &&
+        !(op == "varlen" && (option == heads_options[0] || option == heads_options[1])))
+      throw UsageError(option->get_name() + " goes with --op decode");
 }
 
 std::vector<DecodeShape> DecodeOptions::shapes(DType dtype, MaskKind mask, std::int64_t head_dim) const {

@@ -52,9 +52,11 @@ struct DecodeOptions {
   std::optional<std::int64_t> heads_kv;
   int splits = 0;
   std::vector<CLI::Option*> added;
+  CLI::Option* heads_options[2] = {};  ///< --heads, --heads-kv: bench's --op varlen takes them too
   /// lists: bench's comma-separated --batch, --seqlen-kv and --page-size; else one value each.
   void add_to(CLI::App& app, bool lists);
-  /// A usage error for one of these options without --op decode, or for --op decode without --seqlen-kv.
+  /// A usage error for one of these options without --op decode (but --heads and --heads-kv with bench's
+  /// --op varlen), or for --op decode without --seqlen-kv.
   void check_mode(const std::string& op) const;
   /// Every batch x seqlen_kv x page_size, with the given dtype, mask and head dim.
   std::vector<DecodeShape> shapes(DType dtype, MaskKind mask, std::int64_t head_dim) const;

@@ -21,14 +21,20 @@ CLI::Validator count_validator() {
 }
 
 CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help,
-                           const std::string& decode_help) {
+                           const std::string& decode_help, const std::string& varlen_help) {
   if (decode_help.empty())
     return app.add_option("--op", op, "fwd, or bwd: " + bwd_help)
         ->capture_default_str()
         ->check(CLI::IsMember({"fwd", "bwd"}));
-  return app.add_option("--op", op, "fwd; bwd: " + bwd_help + "; or decode: " + decode_help)
+  if (varlen_help.empty())
+    return app.add_option("--op", op, "fwd; bwd: " + bwd_help + "; or decode: " + decode_help)
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fwd", "bwd", "decode"}));
+  return app
+      .add_option("--op", op,
+                  "fwd; bwd: " + bwd_help + "; decode: " + decode_help + "; or varlen: " + varlen_help)
       ->capture_default_str()
-      ->check(CLI::IsMember({"fwd", "bwd", "decode"}));
+      ->check(CLI::IsMember({"fwd", "bwd", "decode", "varlen"}));
 }
 
 namespace {

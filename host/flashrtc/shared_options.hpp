@@ -18,11 +18,11 @@ inline constexpr std::int64_t kMaxCount = 2147483647;
 /// value, however long, can overflow or reach a loop over lengths.
 CLI::Validator count_validator();
 
-/// --op in compile, config, bench and tune: fwd (the default) or bwd, the kernels of the call's backward, and
-/// where decode_help is given, decode (attention_with_kvcache). bwd_help and decode_help say what each does
-/// in that command.
+/// --op in compile, config, bench and tune: fwd (the default) or bwd, the kernels of the call's backward,
+/// where decode_help is given, decode (attention_with_kvcache), and where varlen_help is given too, varlen
+/// (attention_varlen_forward). The helps say what each does in that command.
 CLI::Option* add_op_option(CLI::App& app, std::string& op, const std::string& bwd_help,
-                           const std::string& decode_help = "");
+                           const std::string& decode_help = "", const std::string& varlen_help = "");
 
 /// --warmup and --iters in run, bench and tune: untimed launches, then the timed ones whose median is
 /// reported, counted `per` ("per point"); warmup_note follows --warmup's help. Returns --iters.
