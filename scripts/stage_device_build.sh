@@ -15,7 +15,8 @@ mkdir -p .devbuild/python/flashrtc
 cp python/flashrtc/*.py .devbuild/python/flashrtc/
 cp -L "$build"/runtime/libflashrtc.so.0 .devbuild/python/flashrtc/
 cp python/tests/test_binding_gpu.py python/tests/test_transformers_gpu.py python/tests/test_autograd_gpu.py \
-  python/tests/test_training_gpu.py python/tests/test_kvcache_gpu.py python/tests/gpu_skip.py \
+  python/tests/test_training_gpu.py python/tests/test_kvcache_gpu.py python/tests/test_varlen_gpu.py \
+  python/tests/gpu_skip.py \
   bench/compare.py bench/sustained.py bench/host_overhead.py ../shared/bench/sdpa_peers.py .devbuild/python/
 cp "$build"/bench/flashrtc_host_bench .devbuild/
 strip --strip-unneeded .devbuild/flashrtc .devbuild/flashrtc_host_bench .devbuild/gpu_* .devbuild/libflashrtc*.so.* \
