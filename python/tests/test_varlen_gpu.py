@@ -91,10 +91,11 @@ class Varlen(unittest.TestCase):
             lse_err = (got_lse[~empty] - want_lse[~empty]).abs().max().item()
             self.assertLess(lse_err, 1e-2, f"{what}: lse differs by {lse_err:.3g}")
 
-    def run_case(self, lengths_q, lengths_k=None, dtype=torch.float16, hq=8, hkv=2, d=64, causal=False,
-                 scale=None, seqused=None, pad_q=0, pad_k=0):
-        """One call against the reference; pad_q / pad_k extra rows past the last sequence (poisoned
-        queries' output rows must keep their bytes)."""
+    def run_case(self, lengths_q, lengths_k=None, dtype=None, hq=8, hkv=2, d=64, causal=False, scale=None,
+                 seqused=None, pad_q=0, pad_k=0):
+        """One call against the reference (dtype default float16); pad_q / pad_k extra rows past the last
+        sequence (poisoned queries' output rows must keep their bytes)."""
+        dtype = torch.float16 if dtype is None else dtype
         lengths_k = lengths_q if lengths_k is None else lengths_k
         g = self.g
         total_q, total_k = sum(lengths_q) + pad_q, sum(lengths_k) + pad_k
