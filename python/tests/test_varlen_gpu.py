@@ -2,8 +2,9 @@
 separately (explicit math: scores, mask, logsumexp): lengths 1, 2, odd and past a tile, a sequence without
 keys (o = 0, lse = -inf), B = 1, many short sequences, Nq != Nk, causal bottom-right with Nq > Nk (and
 Nq == Nk equal to SDPA's top-left is_causal), seqused_k, GQA, fp16 and bf16, d 64 and 128, the lse; rows past
-cu_seqlens_q[B] keep their bytes; torch.compile(fullgraph=True) of a function calling attention_varlen; the
-operator under autograd (forward runs, a gradient asked for raises UnsupportedError); torch.library.opcheck.
+cu_seqlens_q[B] keep their bytes; a CUDA graph replayed with other lengths; torch.compile(fullgraph=True) of a
+function calling attention_varlen; the operator under autograd (forward runs, a gradient asked for raises
+UnsupportedError); torch.library.opcheck.
 
 Run: python3 python/tests/test_varlen_gpu.py -v (with FLASHRTC_LIBRARY set, or the library found otherwise).
 Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
@@ -200,6 +201,33 @@ class Varlen(unittest.TestCase):
         o, lse = torch.compile(step, fullgraph=True)(q, k, v, cu_q, cu_k)
         torch.cuda.synchronize()
         self.check(torch.bfloat16, (o / 2, lse), reference(q, k, v, cu_q, cu_k, causal=True), "torch.compile")
+
+    def test_cuda_graph_replays_with_new_lengths(self):
+        """The host never reads cu_seqlens: one capture serves any lengths within the max_seqlen bounds."""
+        g = self.g
+        q = randn(64, 4, 64, dtype=torch.float16, generator=g)
+        k = randn(80, 2, 64, dtype=torch.float16, generator=g)
+        v = randn(80, 2, 64, dtype=torch.float16, generator=g)
+        cu_q, cu_k = prefix_sums((10, 30, 24)), prefix_sums((40, 20, 20))
+        out = torch.zeros_like(q)
+        lse = torch.zeros(4, 64, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up (compile, load) outside the capture
+            flashrtc.attention_varlen(q, k, v, cu_q, cu_k, 64, 80, causal=True, out=out, lse_out=lse)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            flashrtc.attention_varlen(q, k, v, cu_q, cu_k, 64, 80, causal=True, out=out, lse_out=lse)
+        for lengths_q, lengths_k in (((10, 30, 24), (40, 20, 20)), ((1, 1, 62), (0, 79, 1)),
+                                     ((64, 0, 0), (80, 0, 0))):
+            cu_q.copy_(prefix_sums(lengths_q))
+            cu_k.copy_(prefix_sums(lengths_k))
+            graph.replay()
+            torch.cuda.synchronize()
+            self.check(torch.float16, (out, lse), reference(q, k, v, cu_q, cu_k, causal=True),
+                       f"graph replay, lengths {lengths_q} {lengths_k}")
 
     def test_autograd_forward_runs_and_the_backward_refuses(self):
         g = self.g
