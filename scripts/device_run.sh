@@ -79,7 +79,7 @@ if [[ " $steps " == *" binding "* ]]; then
   echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_binding_gpu.log"
   python3 "$D/python/test_transformers_gpu.py" -v 2>&1 | tee "$OUT/python_transformers_gpu.log"
   echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_transformers_gpu.log"
-  for t in autograd training kvcache; do  # the torch.library operators: backward against SDPA, a small training run, the KV cache
+  for t in autograd training kvcache varlen; do  # the torch.library operators: backward against SDPA, a small training run, the KV cache, varlen
     python3 "$D/python/test_${t}_gpu.py" -v 2>&1 | tee "$OUT/python_${t}_gpu.log"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/python_${t}_gpu.log"
   done

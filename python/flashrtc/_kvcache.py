@@ -40,12 +40,12 @@ def causal_mask(causal) -> int:
     return _library.MASK_CAUSAL_BOTTOM_RIGHT if causal else _library.MASK_NONE
 
 
-def _check_dims(name: str, t: TensorView, dims: int, text: str) -> None:
+def check_dims(name: str, t: TensorView, dims: int, text: str) -> None:
     if len(t.shape) != dims:
         raise InvalidArgumentError(f"{name} has shape {t.shape}: expected {dims} dims, {text}")
 
 
-def _check_int32(name: str, t: TensorView, shape: tuple, text: str) -> None:
+def check_int32(name: str, t: TensorView, shape: tuple, text: str) -> None:
     """An int32 index tensor of the given shape whose last dim is contiguous."""
     if t.dtype != "int32":
         raise InvalidArgumentError(f"{name} has dtype {t.dtype}: it must be int32")
@@ -55,12 +55,12 @@ def _check_int32(name: str, t: TensorView, shape: tuple, text: str) -> None:
         raise InvalidArgumentError(f"{name} has strides {t.strides}: its last dim must be contiguous")
 
 
-def _check_writable(name: str, t: TensorView) -> None:
+def check_writable(name: str, t: TensorView) -> None:
     if t.readonly:
         raise InvalidArgumentError(f"{name} is read-only: flashrtc writes it")
 
 
-def _allocate(given, name, shape, dtype_name, q, torch_mode, allocation_stream, export_stream):
+def allocate(given, name, shape, dtype_name, q, torch_mode, allocation_stream, export_stream):
     """(object, view) of an output: the given one, or a contiguous torch tensor on q's device."""
     if given is None:
         if not torch_mode:
@@ -70,7 +70,7 @@ def _allocate(given, name, shape, dtype_name, q, torch_mode, allocation_stream, 
         with maybe_stream(torch, allocation_stream):
             given = torch.empty(shape, dtype=getattr(torch, dtype_name), device=q.device)
     ov = view(name, given, export_stream)
-    _check_writable(name, ov)
+    check_writable(name, ov)
     return given, ov
 
 
@@ -102,9 +102,9 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, 
     named += [("k", k), ("v", v)] if k is not None else []
     views = {name: view(name, x, export_stream) for name, x in named}
     qv, kcv, vcv = views["q"], views["k_cache"], views["v_cache"]
-    _check_dims("q", qv, 4, "[B, Nq, Hq, d]")
+    check_dims("q", qv, 4, "[B, Nq, Hq, d]")
     for name in ("k_cache", "v_cache"):
-        _check_dims(name, views[name], 4, "[B_cache, N_cache, Hkv, d] or [num_blocks, page_size, Hkv, d]")
+        check_dims(name, views[name], 4, "[B_cache, N_cache, Hkv, d] or [num_blocks, page_size, Hkv, d]")
     if qv.dtype not in _library.DTYPES:
         raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
     for name, t in views.items():
@@ -119,7 +119,7 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, 
     seqlen_new = 0
     if k is not None:
         for name in ("k", "v"):
-            _check_dims(name, views[name], 4, "[B, Nnew, Hkv, d]")
+            check_dims(name, views[name], 4, "[B, Nnew, Hkv, d]")
         seqlen_new = views["k"].shape[1]
         expected = (batch, seqlen_new, heads_kv, head_dim)
         for name in ("k", "v"):
@@ -127,7 +127,7 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, 
                 raise InvalidArgumentError(f"{name} has shape {views[name].shape}: expected [B, Nnew, Hkv, d] = "
                                            f"{list(expected)} (B, Hkv, d of q and the cache)")
     for name in ("k_cache", "v_cache"):
-        _check_writable(name, views[name])
+        check_writable(name, views[name])
 
     allocation_stream = torch_stream(stream, handle, q) if torch_mode and stream is not None else None
     if isinstance(cache_seqlens, int):
@@ -135,23 +135,23 @@ def prepare_kvcache(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, 
     index_views = {}
     if cache_seqlens is not None:
         index_views["cache_seqlens"] = view("cache_seqlens", cache_seqlens, export_stream)
-        _check_int32("cache_seqlens", index_views["cache_seqlens"], (batch,), "[B]")
+        check_int32("cache_seqlens", index_views["cache_seqlens"], (batch,), "[B]")
     if cache_batch_idx is not None:
         index_views["cache_batch_idx"] = view("cache_batch_idx", cache_batch_idx, export_stream)
-        _check_int32("cache_batch_idx", index_views["cache_batch_idx"], (batch,), "[B]")
+        check_int32("cache_batch_idx", index_views["cache_batch_idx"], (batch,), "[B]")
     if block_table is not None:
         tv = view("block_table", block_table, export_stream)
-        _check_dims("block_table", tv, 2, "[B, max_blocks]")
-        _check_int32("block_table", tv, (batch, tv.shape[1]), "[B, max_blocks]")
+        check_dims("block_table", tv, 2, "[B, max_blocks]")
+        check_int32("block_table", tv, (batch, tv.shape[1]), "[B, max_blocks]")
         index_views["block_table"] = tv
 
-    out, ov = _allocate(out, "out", (batch, seqlen_q, heads_q, head_dim), qv.dtype, q, torch_mode,
+    out, ov = allocate(out, "out", (batch, seqlen_q, heads_q, head_dim), qv.dtype, q, torch_mode,
                         allocation_stream, export_stream)
     if ov.shape != qv.shape or ov.dtype != qv.dtype:
         raise InvalidArgumentError(f"out is {ov.dtype} {ov.shape}, q {qv.dtype} {qv.shape}: they must match")
     lse, lv = None, None
     if return_lse or lse_out is not None:
-        lse, lv = _allocate(lse_out, "lse_out", (batch, heads_q, seqlen_q), "float32", q, torch_mode,
+        lse, lv = allocate(lse_out, "lse_out", (batch, heads_q, seqlen_q), "float32", q, torch_mode,
                             allocation_stream, export_stream)
         check_lse("lse_out", lv, (batch, heads_q, seqlen_q))
     outputs = {"out": ov, **({"lse_out": lv} if lv else {})}
@@ -194,7 +194,7 @@ def prepare_merge(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None, stream=None
     views = {name: view(name, x, export_stream)
              for name, x in (("o_a", o_a), ("lse_a", lse_a), ("o_b", o_b), ("lse_b", lse_b))}
     av, bv = views["o_a"], views["o_b"]
-    _check_dims("o_a", av, 4, "[B, N, H, d]")
+    check_dims("o_a", av, 4, "[B, N, H, d]")
     if av.dtype not in _library.DTYPES:
         raise InvalidArgumentError(f"o_a has dtype {av.dtype}: flashrtc takes float16, bfloat16 and float32")
     if bv.shape != av.shape or bv.dtype != av.dtype:
@@ -204,10 +204,10 @@ def prepare_merge(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None, stream=None
     check_lse("lse_a", views["lse_a"], lse_shape)
     check_lse("lse_b", views["lse_b"], lse_shape)
     allocation_stream = torch_stream(stream, handle, o_a) if torch_mode and stream is not None else None
-    out, ov = _allocate(out, "out", av.shape, av.dtype, o_a, torch_mode, allocation_stream, export_stream)
+    out, ov = allocate(out, "out", av.shape, av.dtype, o_a, torch_mode, allocation_stream, export_stream)
     if ov.shape != av.shape or ov.dtype != av.dtype:
         raise InvalidArgumentError(f"out is {ov.dtype} {ov.shape}, o_a {av.dtype} {av.shape}: they must match")
-    lse, lv = _allocate(lse_out, "lse_out", lse_shape, "float32", o_a, torch_mode, allocation_stream,
+    lse, lv = allocate(lse_out, "lse_out", lse_shape, "float32", o_a, torch_mode, allocation_stream,
                         export_stream)
     check_lse("lse_out", lv, lse_shape)
     check_same_device(tuple({**views, "out": ov, "lse_out": lv}.items()))

@@ -7,6 +7,9 @@ it without graph breaks:
                                      block_table?, softmax_scale, causal, num_splits) -> (o, lse)
     flashrtc::attention_over_kvcache(q, k_cache, v_cache, cache_seqlens?, ...) -> (o, lse)   (no append)
     flashrtc::merge_states(o_a, lse_a, o_b, lse_b) -> (o, lse)
+    flashrtc::attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                               causal, seqused_k?, tile) -> (o, lse)
+    flashrtc::attention_varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, ...) -> (dq, dk, dv)
 
 Each has a fake implementation (the outputs' shapes, dtypes and strides, from the same allocation as the
 real one) and the forward has register_autograd (saves q, k, v, o, lse; gradients for q, k, v). The real
@@ -17,7 +20,10 @@ cost). The KV-cache operators are for inference: attention_with_kvcache writes k
 schema says so, so torch.compile and functionalization order it), and neither has gradients (a call that
 autograd would record raises; merge_states' registered backward raises too). The CUDA implementations are
 _forward's, _backward's and _kvcache's launches; flashrtc.attention (_attention) and the KV-cache functions
-(_decode) import this module, and so torch, only for a call that needs it.
+(_decode) import this module, and so torch, only for a call that needs it. attention_varlen's autograd formula
+calls its backward operator, whose CUDA implementation is _varlen.varlen_backward: it raises UnsupportedError
+until the library has a varlen backward, so the forward works under autograd and only a gradient asked for
+through it fails.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from ._errors import InvalidArgumentError, UnsupportedError
 from ._forward import forward_for_operator
 from ._kvcache import causal_mask, kvcache_for_operator, merge_for_operator
 from ._tensors import not_on_cuda
+from ._varlen import max_seqlen, varlen_backward, varlen_for_operator
 
 if not hasattr(torch.library, "register_autograd"):
     raise UnsupportedError(f"flashrtc under autograd or torch.compile needs torch 2.4 or newer (torch.library."
@@ -354,4 +361,87 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
         run = functools.partial(_forward_any, mask=mask, scale=scale, layout=layout, tile=tile,
                                 deterministic=deterministic)
         o, lse = _apply_eager(q, k, v, run, (mask, scale, layout, deterministic))
+    return (o, lse) if return_lse else o
+
+
+_LIBRARY.define("attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+                "SymInt max_seqlen_q, SymInt max_seqlen_k, float? softmax_scale, bool causal, Tensor? seqused_k, "
+                "SymInt[] tile) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.define("attention_varlen_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, "
+                "Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, "
+                "float? softmax_scale, bool causal, Tensor? seqused_k) -> (Tensor, Tensor, Tensor)",
+                tags=(torch.Tag.pt2_compliant_tag,))
+_LIBRARY.impl("attention_varlen", varlen_for_operator, "CUDA")
+_LIBRARY.impl("attention_varlen_backward", varlen_backward, "CUDA")
+
+
+def varlen_outputs(q: Tensor) -> Tuple[Tensor, Tensor]:
+    """o and lse as the real attention_varlen allocates them: contiguous [total_q, Hq, d] and float32
+    [Hq, total_q]."""
+    if q.dim() != 3:
+        raise InvalidArgumentError(f"q has shape {tuple(q.shape)}: expected 3 dims, [total_q, Hq, d]")
+    total, h, d = q.shape
+    return (torch.empty((total, h, d), dtype=q.dtype, device=q.device),
+            torch.empty((h, total), dtype=torch.float32, device=q.device))
+
+
+@torch.library.register_fake("flashrtc::attention_varlen", lib=_LIBRARY)
+def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k,
+                 tile):
+    return varlen_outputs(q)
+
+
+@torch.library.register_fake("flashrtc::attention_varlen_backward", lib=_LIBRARY)
+def _varlen_backward_fake(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          softmax_scale, causal, seqused_k):
+    return backward_outputs(q, k, v)
+
+
+def _varlen_setup_context(ctx, inputs, output):
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k, _tile = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k)
+    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal)
+    ctx.mark_non_differentiable(lse)
+
+
+def _varlen_gradients(ctx, dout, _dlse):
+    """Run only when a gradient through the call is asked for: the backward operator (which refuses while the
+    library has no varlen backward)."""
+    q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k = ctx.saved_tensors
+    max_seqlen_q, max_seqlen_k, softmax_scale, causal = ctx.options
+    dq, dk, dv = torch.ops.flashrtc.attention_varlen_backward.default(
+        dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+        seqused_k)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("flashrtc::attention_varlen", _varlen_gradients,
+                                setup_context=_varlen_setup_context, lib=_LIBRARY)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                     seqused_k, return_lse, out, lse_out, stream, config):
+    """flashrtc.attention_varlen under autograd or torch.compile: the operator, after the checks only Python
+    makes (the operator's CUDA implementation makes the rest, as the plain path does)."""
+    for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
+        if given is not None:
+            raise InvalidArgumentError(f"{name}= is not supported under autograd or torch.compile (the operator "
+                                       "allocates its outputs on the current stream; for another stream, call "
+                                       "inside `with torch.cuda.stream(s):`)")
+    named = (("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))
+    for name, t in named + ((("seqused_k", seqused_k),) if seqused_k is not None else ()):
+        if not isinstance(t, Tensor):
+            raise InvalidArgumentError(f"{name} is a {type(t).__module__}.{type(t).__qualname__}: under autograd "
+                                       "or torch.compile the tensors must all be torch tensors")
+        if t.device.type != "cuda":
+            raise not_on_cuda(name, t.device)
+    causal_mask(causal)  # refuses what is not a bool, as the plain path does
+    scale = scale_of(softmax_scale)
+    tile = list(tile_of(config)) if config is not None else []
+    # Plain ints are range-checked here; torch.compile's symbolic ints go to the operator's schema as they are.
+    bounds = [max_seqlen(x, name) if type(x) is int or isinstance(x, bool) else x
+              for x, name in ((max_seqlen_q, "max_seqlen_q"), (max_seqlen_k, "max_seqlen_k"))]
+    o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, v, cu_seqlens_q, cu_seqlens_k, bounds[0], bounds[1],
+                                                         scale, causal, seqused_k, tile)
     return (o, lse) if return_lse else o

@@ -499,3 +499,214 @@ TEST_CASE(
   CHECK(flashrtc_merge_states(&bad_dim) == FLASHRTC_ERROR_INVALID_ARGUMENT);
   CHECK(contains(flashrtc_last_error(), "head_dim"));
 }
+
+namespace {
+
+// A valid fp16 varlen call: 3 sequences, 40 packed queries, 50 packed keys, Hq=4, Hkv=2 (GQA), d=64,
+// contiguous [total, H, d]; stride_batch set to nonsense, which the call ignores.
+flashrtc_varlen_forward_params valid_varlen_params() {
+  flashrtc_varlen_forward_params p;
+  flashrtc_varlen_forward_params_init(&p);
+  p.dtype = FLASHRTC_FLOAT16;
+  p.batch = 3;
+  p.total_q = 40;
+  p.total_k = 50;
+  p.max_seqlen_q = 20;
+  p.max_seqlen_k = 30;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 64;
+  p.q = bnhd(0x100000, 40, 4, 64);
+  p.k = bnhd(0x200000, 50, 2, 64);
+  p.v = bnhd(0x300000, 50, 2, 64);
+  p.o = bnhd(0x400000, 40, 4, 64);
+  p.q.stride_batch = 7;
+  p.cu_seqlens_q = fake_int32(0x500000);
+  p.cu_seqlens_k = fake_int32(0x500100);
+  return p;
+}
+
+}  // namespace
+
+// python/flashrtc/_library.py declares this struct with ctypes and python/tests/test_varlen_cpu.py pins the
+// same numbers: a change here must change both.
+TEST_CASE("C API: flashrtc_varlen_forward_params layout") {
+  CHECK(sizeof(flashrtc_varlen_forward_params) == 304);
+  CHECK(FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE == 304);
+  CHECK(offsetof(flashrtc_varlen_forward_params, dtype) == 4);
+  CHECK(offsetof(flashrtc_varlen_forward_params, batch) == 8);
+  CHECK(offsetof(flashrtc_varlen_forward_params, total_q) == 16);
+  CHECK(offsetof(flashrtc_varlen_forward_params, total_k) == 24);
+  CHECK(offsetof(flashrtc_varlen_forward_params, max_seqlen_q) == 32);
+  CHECK(offsetof(flashrtc_varlen_forward_params, max_seqlen_k) == 40);
+  CHECK(offsetof(flashrtc_varlen_forward_params, heads_q) == 48);
+  CHECK(offsetof(flashrtc_varlen_forward_params, head_dim) == 64);
+  CHECK(offsetof(flashrtc_varlen_forward_params, q) == 72);
+  CHECK(offsetof(flashrtc_varlen_forward_params, o) == 192);
+  CHECK(offsetof(flashrtc_varlen_forward_params, cu_seqlens_q) == 232);
+  CHECK(offsetof(flashrtc_varlen_forward_params, cu_seqlens_k) == 240);
+  CHECK(offsetof(flashrtc_varlen_forward_params, seqused_k) == 248);
+  CHECK(offsetof(flashrtc_varlen_forward_params, lse) == 256);
+  CHECK(offsetof(flashrtc_varlen_forward_params, softmax_scale) == 264);
+  CHECK(offsetof(flashrtc_varlen_forward_params, has_softmax_scale) == 268);
+  CHECK(offsetof(flashrtc_varlen_forward_params, mask) == 272);
+  CHECK(offsetof(flashrtc_varlen_forward_params, block_m) == 276);
+  CHECK(offsetof(flashrtc_varlen_forward_params, stages) == 288);
+  CHECK(offsetof(flashrtc_varlen_forward_params, stream) == 296);
+}
+
+TEST_CASE("C API: flashrtc_varlen_forward_params_init fills defaults and the size") {
+  flashrtc_varlen_forward_params p;
+  std::memset(&p, 0x7f, sizeof(p));
+  flashrtc_varlen_forward_params_init(&p);
+  CHECK(p.struct_size == sizeof(flashrtc_varlen_forward_params));
+  CHECK(p.dtype == FLASHRTC_FLOAT32);
+  CHECK(p.batch == 0);
+  CHECK(p.total_q == 0);
+  CHECK(p.max_seqlen_k == 0);
+  for (const flashrtc_tensor* t : {&p.q, &p.k, &p.v, &p.o}) {
+    CHECK(t->data == nullptr);
+    CHECK(t->stride_seq == 0);
+    CHECK(t->stride_dim == 1);
+  }
+  CHECK(p.cu_seqlens_q == nullptr);
+  CHECK(p.cu_seqlens_k == nullptr);
+  CHECK(p.seqused_k == nullptr);
+  CHECK(p.lse == nullptr);
+  CHECK(p.softmax_scale == 0.f);
+  CHECK(p.has_softmax_scale == 0);
+  CHECK(p.mask == FLASHRTC_MASK_NONE);
+  CHECK(p.block_m == 0);
+  CHECK(p.block_n == 0);
+  CHECK(p.warps == 0);
+  CHECK(p.stages == 0);
+  CHECK(p.stream == nullptr);
+  flashrtc_varlen_forward_params_init(nullptr);  // must not crash
+
+  SUBCASE("a size too small for the struct writes only that many bytes") {
+    unsigned char bytes[sizeof(flashrtc_varlen_forward_params)];
+    std::memset(bytes, 0x7f, sizeof(bytes));
+    flashrtc_varlen_forward_params_init_sized(reinterpret_cast<flashrtc_varlen_forward_params*>(bytes), 16);
+    std::uint32_t size = 0;
+    std::memcpy(&size, bytes, sizeof size);
+    CHECK(size == 16);
+    CHECK(bytes[16] == 0x7f);
+  }
+  SUBCASE("a size above the maximum writes only the size, which the call refuses") {
+    flashrtc_varlen_forward_params valid = valid_varlen_params();
+    flashrtc_varlen_forward_params_init_sized(&valid, FLASHRTC_VARLEN_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(valid.struct_size == FLASHRTC_VARLEN_FORWARD_PARAMS_MAX_SIZE + 1);
+    CHECK(valid.head_dim == 64);
+    CHECK(flashrtc_attention_varlen_forward(&valid) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  }
+}
+
+TEST_CASE("C API: the varlen struct's sizes: older, out of range, newer") {
+  for (const std::uint32_t size : {0u, 1u, 8u, FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE - 8u,
+                                   FLASHRTC_VARLEN_FORWARD_PARAMS_MAX_SIZE + 1u, 0xFFFFFFFFu}) {
+    INFO("struct_size " << size);
+    flashrtc_varlen_forward_params p = valid_varlen_params();
+    p.struct_size = size;
+    CHECK(flashrtc_attention_varlen_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    const std::string message = flashrtc_last_error();
+    INFO("last error: " << message);
+    CHECK(contains(message, "struct_size=" + std::to_string(size)));
+    CHECK(contains(message, "[304, 4096]"));
+    CHECK(contains(message, "flashrtc_varlen_forward_params_init"));
+  }
+
+  struct Newer {
+    flashrtc_varlen_forward_params known;
+    std::int64_t later_field;
+  } newer;
+  std::memset(&newer, 0x7f, sizeof(newer));
+  flashrtc_varlen_forward_params_init_sized(&newer.known, sizeof(newer));
+  CHECK(newer.known.struct_size == sizeof(newer));
+  CHECK(newer.later_field == 0);
+  const flashrtc_varlen_forward_params valid = valid_varlen_params();
+  std::memcpy(reinterpret_cast<unsigned char*>(&newer.known) + sizeof(std::uint32_t),
+              reinterpret_cast<const unsigned char*>(&valid) + sizeof(std::uint32_t),
+              sizeof(valid) - sizeof(std::uint32_t));
+  // Unknown fields at their defaults (zero bytes): the call goes through.
+  CHECK(flashrtc_attention_varlen_forward(&newer.known) == past_validation());
+  // A field this library cannot honour is never ignored silently.
+  newer.later_field = 1;
+  CHECK(flashrtc_attention_varlen_forward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
+  CHECK(contains(flashrtc_last_error(), "byte 304 is set"));
+  CHECK(contains(flashrtc_last_error(), "struct size 304"));
+  // Validation still reads the known fields of a larger struct.
+  newer.later_field = 0;
+  newer.known.max_seqlen_q = 0;
+  CHECK(flashrtc_attention_varlen_forward(&newer.known) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "max_seqlen_q"));
+}
+
+TEST_CASE("C API: flashrtc_attention_varlen_forward refuses invalid calls, saying why") {
+  CHECK(flashrtc_attention_varlen_forward(nullptr) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "null"));
+
+  // Valid calls get past validation (NoDevice here): every mask, optional fields set, any finite scale.
+  for (const std::int32_t mask :
+       {FLASHRTC_MASK_NONE, FLASHRTC_MASK_CAUSAL_TOP_LEFT, FLASHRTC_MASK_CAUSAL_BOTTOM_RIGHT}) {
+    INFO("mask " << mask);
+    flashrtc_varlen_forward_params p = valid_varlen_params();
+    p.mask = mask;
+    CHECK(flashrtc_attention_varlen_forward(&p) == past_validation());
+  }
+  flashrtc_varlen_forward_params optional = valid_varlen_params();
+  optional.dtype = FLASHRTC_BFLOAT16;
+  optional.seqused_k = fake_int32(0x500200);
+  optional.lse = reinterpret_cast<float*>(0x600000);
+  optional.has_softmax_scale = 1;
+  optional.softmax_scale = -0.5f;
+  optional.block_m = 64, optional.block_n = 32, optional.warps = 4, optional.stages = 1;
+  CHECK(flashrtc_attention_varlen_forward(&optional) == past_validation());
+
+  struct Case {
+    const char* what;
+    std::function<void(flashrtc_varlen_forward_params&)> mutate;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"null cu_seqlens_q", [](flashrtc_varlen_forward_params& p) { p.cu_seqlens_q = nullptr; },
+       "cu_seqlens_q"},
+      {"null cu_seqlens_k", [](flashrtc_varlen_forward_params& p) { p.cu_seqlens_k = nullptr; },
+       "cu_seqlens_k"},
+      {"misaligned seqused_k", [](flashrtc_varlen_forward_params& p) { p.seqused_k = fake_int32(0x500202); },
+       "seqused_k"},
+      {"misaligned lse",
+       [](flashrtc_varlen_forward_params& p) { p.lse = reinterpret_cast<float*>(0x600002); }, "lse"},
+      {"null o", [](flashrtc_varlen_forward_params& p) { p.o.data = nullptr; }, "o.data"},
+      {"k stride_dim 2", [](flashrtc_varlen_forward_params& p) { p.k.stride_dim = 2; }, "k.stride_dim"},
+      {"dtype 9", [](flashrtc_varlen_forward_params& p) { p.dtype = 9; }, "dtype"},
+      {"mask 5", [](flashrtc_varlen_forward_params& p) { p.mask = 5; }, "mask"},
+      {"batch 0", [](flashrtc_varlen_forward_params& p) { p.batch = 0; }, "batch"},
+      {"total_q 0", [](flashrtc_varlen_forward_params& p) { p.total_q = 0; }, "total_q"},
+      {"max_seqlen_q past total_q", [](flashrtc_varlen_forward_params& p) { p.max_seqlen_q = 41; },
+       "max_seqlen_q"},
+      {"max_seqlen_k past total_k", [](flashrtc_varlen_forward_params& p) { p.max_seqlen_k = 51; },
+       "max_seqlen_k"},
+      {"heads_q 3 with heads_kv 2", [](flashrtc_varlen_forward_params& p) { p.heads_q = 3; }, "heads_q"},
+      {"head_dim 12", [](flashrtc_varlen_forward_params& p) { p.head_dim = 12; }, "head_dim"},
+      {"softmax_scale NaN",
+       [](flashrtc_varlen_forward_params& p) { p.has_softmax_scale = 1, p.softmax_scale = NAN; },
+       "softmax_scale"},
+      {"a scale without its flag", [](flashrtc_varlen_forward_params& p) { p.softmax_scale = 0.125f; },
+       "has_softmax_scale=0"},
+      {"has_softmax_scale 2", [](flashrtc_varlen_forward_params& p) { p.has_softmax_scale = 2; },
+       "has_softmax_scale=2"},
+      {"only block_m given", [](flashrtc_varlen_forward_params& p) { p.block_m = 64; }, "block_m"},
+      {"tile block_n 12",
+       [](flashrtc_varlen_forward_params& p) { p.block_m = 64, p.block_n = 12, p.warps = 4, p.stages = 1; },
+       "block_n"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    flashrtc_varlen_forward_params p = valid_varlen_params();
+    c.mutate(p);
+    CHECK(flashrtc_attention_varlen_forward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+    const std::string message = flashrtc_last_error();
+    INFO("last error: " << message);
+    CHECK(contains(message, c.names));
+  }
+}

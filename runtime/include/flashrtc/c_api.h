@@ -1,8 +1,8 @@
 #ifndef FLASHRTC_C_API_H_
 #define FLASHRTC_C_API_H_
-/* The C mirror of flashrtc/attention.hpp and flashrtc/attention_kvcache.hpp for other languages. Functions
- * return a status; on failure flashrtc_last_error() holds the message (per thread, valid until the next call
- * on that thread). */
+/* The C mirror of flashrtc/attention.hpp (with varlen_params.hpp) and flashrtc/attention_kvcache.hpp for
+ * other languages. Functions return a status; on failure flashrtc_last_error() holds the message (per
+ * thread, valid until the next call on that thread). */
 #include <stdint.h>
 
 #include "flashrtc/export.hpp"
@@ -146,6 +146,45 @@ static inline void flashrtc_kvcache_params_init(flashrtc_kvcache_params* p) {
   flashrtc_kvcache_params_init_sized(p, (uint32_t)sizeof(flashrtc_kvcache_params));
 }
 FLASHRTC_API flashrtc_status flashrtc_attention_with_kvcache(const flashrtc_kvcache_params* p);
+
+/* The variable-length forward (flashrtc/varlen_params.hpp, VarlenForwardParams: its comments give the rules;
+ * docs/varlen.md): B sequences of their own lengths packed along the token axis, no padding; names follow
+ * FlashAttention's flash_attn_varlen_func. Grows at the end like flashrtc_forward_params. */
+typedef struct flashrtc_varlen_forward_params {
+  uint32_t struct_size;               /* sizeof(flashrtc_varlen_forward_params) as the caller knows it */
+  int32_t dtype;                      /* flashrtc_dtype of q, k, v and o */
+  int64_t batch;                      /* sequences B */
+  int64_t total_q, total_k;           /* rows of q (and o), of k (and v) */
+  int64_t max_seqlen_q, max_seqlen_k; /* host bounds of the sequences' lengths */
+  int64_t heads_q, heads_kv, head_dim;
+  flashrtc_tensor q;           /* [total_q, Hq, d]: stride_seq steps one token; stride_batch is ignored */
+  flashrtc_tensor k, v;        /* [total_k, Hkv, d] */
+  flashrtc_tensor o;           /* [total_q, Hq, d], written for the sequences' rows only */
+  const int32_t* cu_seqlens_q; /* [B + 1] on the device: prefix sums of the query lengths */
+  const int32_t* cu_seqlens_k; /* [B + 1] on the device: prefix sums of the key lengths */
+  const int32_t* seqused_k;    /* optional [B] on the device: keys each sequence attends; NULL: all */
+  float* lse;                  /* optional [Hq, total_q] float32 */
+  float softmax_scale;         /* used when has_softmax_scale, as in flashrtc_forward_params */
+  int32_t has_softmax_scale;   /* 0: 1/sqrt(head_dim), and softmax_scale must be 0 */
+  int32_t mask;                /* flashrtc_mask, counted from each sequence's start */
+  /* Optional explicit tile: all four > 0 to use it, all 0 for the default. */
+  int32_t block_m, block_n, warps, stages;
+  void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  /* Later fields go here, each with a default of all-zero bytes. */
+} flashrtc_varlen_forward_params;
+
+/* The first layout's size and the largest accepted, with the rules of the forward's. */
+#define FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE 304u
+#define FLASHRTC_VARLEN_FORWARD_PARAMS_MAX_SIZE 4096u
+
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile
+ * override), as flashrtc_forward_params_init_sized does. */
+FLASHRTC_API void flashrtc_varlen_forward_params_init_sized(flashrtc_varlen_forward_params* p,
+                                                            uint32_t struct_size);
+static inline void flashrtc_varlen_forward_params_init(flashrtc_varlen_forward_params* p) {
+  flashrtc_varlen_forward_params_init_sized(p, (uint32_t)sizeof(flashrtc_varlen_forward_params));
+}
+FLASHRTC_API flashrtc_status flashrtc_attention_varlen_forward(const flashrtc_varlen_forward_params* p);
 
 /* merge_states (flashrtc/attention_kvcache.hpp, MergeStatesParams): the attention over the union of two
  * disjoint key sets from each set's o and lse. Grows at the end like flashrtc_forward_params. */

@@ -1,0 +1,161 @@
+"""The variable-length forward: argument checks and marshalling into one flashrtc_attention_varlen_forward
+call. prepare_varlen() checks everything and builds the C struct, allocating the outputs (torch only);
+launch_varlen() calls the library. The public function (_attention_varlen) and the torch operator's CUDA
+implementations (_torch_ops) come here; so does the backward (varlen_backward), the one place a varlen
+backward entry point of the library is to be wired in.
+
+The shapes are FlashAttention's flash_attn_varlen_func's (docs/varlen.md): q [total_q, Hq, d]; k, v
+[total_k, Hkv, d]; cu_seqlens_q, cu_seqlens_k [B + 1] int32; seqused_k [B] int32; the lse [Hq, total_q]. The
+library checks the strides, the alignment and the bounds (validate_varlen_forward); what is checked here is
+what only Python sees (the shapes as tensors carry them, dtypes, devices, read-only buffers) and what a C field
+could not hold. The values in cu_seqlens_* and seqused_k stay on the device: the kernel clamps them.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from . import _bounds, _library
+from ._arguments import check_same_device, scale_of, tile_of
+from ._errors import InvalidArgumentError, UnsupportedError
+from ._kvcache import allocate, causal_mask, check_dims, check_int32
+from ._marshal import launch as launch_on_device, resolve_stream, tensor_struct, torch_stream
+from ._streams import dlpack_stream
+from ._tensors import KIND_TORCH, TensorView, kind_of, view
+
+
+class VarlenCall(NamedTuple):
+    """A checked call: the C struct, the outputs, and what keeps the inputs' memory alive until it returns."""
+    params: object
+    out: object
+    lse: object
+    views: tuple  # holds DLPack capsules
+    torch_device: Optional[int]
+
+
+def max_seqlen(value, name: str) -> int:
+    """A host bound of the sequences' lengths, as an int64 (the library checks its range against the totals)."""
+    return _bounds.integer(value, name, _bounds.INT64_MIN, _bounds.INT64_MAX)
+
+
+def _packed_struct(t: TensorView) -> _library.Tensor:
+    """flashrtc_tensor of a packed [total, H, d] view: one batch, stride_batch unused."""
+    return tensor_struct(t._replace(shape=(1,) + t.shape, strides=(0,) + t.strides), "bnhd")
+
+
+def _check_lse(lv: TensorView, shape: tuple) -> None:
+    """The varlen lse: float32 [Hq, total_q], contiguous (entry (h, t) at h * total_q + t)."""
+    if lv.dtype != "float32":
+        raise InvalidArgumentError(f"lse_out has dtype {lv.dtype}: it must be float32")
+    if lv.shape != shape:
+        raise InvalidArgumentError(f"lse_out has shape {lv.shape}: it must be [Hq, total_q] = {list(shape)}")
+    if shape[1] > 1 and lv.strides[1] != 1 or shape[0] > 1 and lv.strides[0] != shape[1]:
+        raise InvalidArgumentError(f"lse_out has strides {lv.strides}: it must be contiguous")
+
+
+def prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, softmax_scale=None,
+                   causal=False, seqused_k=None, return_lse=False, out=None, lse_out=None, stream=None,
+                   config=None) -> VarlenCall:
+    """Everything attention_varlen() does short of launching."""
+    mask = causal_mask(causal)
+    scale = scale_of(softmax_scale)
+    tile = tile_of(config)
+    bound_q, bound_k = max_seqlen(max_seqlen_q, "max_seqlen_q"), max_seqlen(max_seqlen_k, "max_seqlen_k")
+    torch_mode = kind_of(q) == KIND_TORCH
+    handle = resolve_stream(stream, q, [kind_of(q)], torch_mode)
+    export_stream = dlpack_stream(handle)
+    views = {name: view(name, x, export_stream) for name, x in (("q", q), ("k", k), ("v", v))}
+    qv, kv, vv = views["q"], views["k"], views["v"]
+    check_dims("q", qv, 3, "[total_q, Hq, d]")
+    check_dims("k", kv, 3, "[total_k, Hkv, d]")
+    check_dims("v", vv, 3, "[total_k, Hkv, d]")
+    if qv.dtype not in _library.DTYPES:
+        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16 and bfloat16 (float32 has no "
+                                   "variable-length kernel yet)")
+    for name, t in views.items():
+        if t.dtype != qv.dtype:
+            raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")
+    total_q, heads_q, head_dim = qv.shape
+    if kv.shape != vv.shape:
+        raise InvalidArgumentError(f"k has shape {kv.shape} and v {vv.shape}: they must match")
+    total_k, heads_kv, key_dim = kv.shape
+    if key_dim != head_dim:
+        raise InvalidArgumentError(f"k has head dim {key_dim}, q has {head_dim}: they must match")
+
+    index_views = {"cu_seqlens_q": view("cu_seqlens_q", cu_seqlens_q, export_stream),
+                   "cu_seqlens_k": view("cu_seqlens_k", cu_seqlens_k, export_stream)}
+    cqv = index_views["cu_seqlens_q"]
+    check_dims("cu_seqlens_q", cqv, 1, "[B + 1]")
+    if cqv.shape[0] < 2:
+        raise InvalidArgumentError(f"cu_seqlens_q has shape {cqv.shape}: expected [B + 1] with at least one "
+                                   "sequence (B >= 1)")
+    batch = cqv.shape[0] - 1
+    check_int32("cu_seqlens_q", cqv, (batch + 1,), "[B + 1]")
+    check_int32("cu_seqlens_k", index_views["cu_seqlens_k"], (batch + 1,), "[B + 1] (B of cu_seqlens_q)")
+    if seqused_k is not None:
+        index_views["seqused_k"] = view("seqused_k", seqused_k, export_stream)
+        check_int32("seqused_k", index_views["seqused_k"], (batch,), "[B]")
+
+    allocation_stream = torch_stream(stream, handle, q) if torch_mode and stream is not None else None
+    out, ov = allocate(out, "out", (total_q, heads_q, head_dim), qv.dtype, q, torch_mode, allocation_stream,
+                       export_stream)
+    if ov.shape != qv.shape or ov.dtype != qv.dtype:
+        raise InvalidArgumentError(f"out is {ov.dtype} {ov.shape}, q {qv.dtype} {qv.shape}: they must match")
+    lse, lv = None, None
+    if return_lse or lse_out is not None:
+        lse, lv = allocate(lse_out, "lse_out", (heads_q, total_q), "float32", q, torch_mode, allocation_stream,
+                           export_stream)
+        _check_lse(lv, (heads_q, total_q))
+    outputs = {"out": ov, **({"lse_out": lv} if lv else {})}
+    check_same_device(tuple({**views, **index_views, **outputs}.items()))
+
+    p = _library.load().new_optional_params(_library.VarlenForwardParams, "flashrtc_attention_varlen_forward")
+    p.dtype = _library.DTYPES[qv.dtype]
+    p.batch, p.total_q, p.total_k = batch, total_q, total_k
+    p.max_seqlen_q, p.max_seqlen_k = bound_q, bound_k
+    p.heads_q, p.heads_kv, p.head_dim = heads_q, heads_kv, head_dim
+    p.q, p.k, p.v, p.o = (_packed_struct(t) for t in (qv, kv, vv, ov))
+    p.cu_seqlens_q = cqv.ptr or None
+    p.cu_seqlens_k = index_views["cu_seqlens_k"].ptr or None
+    if "seqused_k" in index_views:
+        p.seqused_k = index_views["seqused_k"].ptr or None
+    p.lse = lv.ptr if lv else None
+    if scale is not None:
+        p.softmax_scale, p.has_softmax_scale = scale, 1
+    p.mask = mask
+    p.block_m, p.block_n, p.warps, p.stages = tile
+    p.stream = handle or None
+    keep = tuple(views.values()) + tuple(index_views.values()) + tuple(outputs.values())
+    return VarlenCall(p, out, lse, keep, qv.device if torch_mode else None)
+
+
+def launch_varlen(call: VarlenCall) -> None:
+    """Calls flashrtc_attention_varlen_forward; raises the FlashrtcError of a failed status."""
+    library = _library.load()
+    launch_on_device(library, library.varlen_forward, call.params, call.torch_device)
+
+
+def varlen_for_operator(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                        seqused_k, tile):
+    """(o, lse) for the operator's CUDA implementation (the lse always: its schema returns it); tile: [] or
+    (block_m, block_n, warps, stages)."""
+    call = prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          softmax_scale=softmax_scale, causal=causal, seqused_k=seqused_k, return_lse=True,
+                          config=tuple(tile) if tile else None)
+    launch_varlen(call)
+    return call.out, call.lse
+
+
+NO_VARLEN_BACKWARD = ("flashrtc: the variable-length backward is not available in this build (the library has no "
+                      "flashrtc_attention_varlen_backward): attention_varlen's forward works under autograd, but "
+                      "a gradient through it cannot be computed; call it under torch.no_grad() (or detach its "
+                      "inputs), or use flashrtc.attention on padded batches for training")
+
+
+def varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+                    causal, seqused_k):
+    """(dq, dk, dv) of the varlen forward: the backward operator's CUDA implementation, run only when autograd
+    asks for a gradient through attention_varlen. The library has no varlen backward yet, so this refuses;
+    once flashrtc_attention_varlen_backward exists, this is the one function to fill (a prepare and launch
+    like prepare_varlen's, lse as the forward's [Hq, total_q]); the operator and its autograd formula
+    (_torch_ops) already pass everything it needs."""
+    raise UnsupportedError(NO_VARLEN_BACKWARD)
