@@ -118,7 +118,8 @@ def _reference(torch, F, sdpa_kernel, SDPBackend, q, k, v, dout, cu, causal, wit
     group = q.shape[1] // k.shape[1]
     bounds = cu.tolist()
     for s, e in zip(bounds[:-1], bounds[1:]):
-        leaves = [x[s:e].float().transpose(0, 1).unsqueeze(0).requires_grad_(with_grads) for x in (q, k, v)]
+        leaves = [x[s:e].detach().float().transpose(0, 1).unsqueeze(0).requires_grad_(with_grads)
+                  for x in (q, k, v)]
         kk, vv = (x.repeat_interleave(group, dim=1) for x in leaves[1:])
         with torch.enable_grad() if with_grads else torch.no_grad():
             with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):

@@ -24,16 +24,19 @@ def integer(value, field: str, low: int, high: int, show: bool = True) -> int:
     """value as an int in [low, high]; InvalidArgumentError naming field otherwise (bools and non-integers
     included: a float or a string is no size, pointer or stride). show=False keeps the value out of the
     message (a pointer or a handle)."""
-    named = f"{field}={shown(value)}" if show else f"{field} (of type {type_name(value)})"
+    # The message is built only on failure: torch.compile traces the checks of a call it compiles, and
+    # shown() uses what Dynamo cannot trace (int.bit_length).
+    def named():
+        return f"{field}={shown(value)}" if show else f"{field} (of type {type_name(value)})"
     if isinstance(value, bool):
-        raise InvalidArgumentError(f"{named}: expected an integer in [{low}, {high}]")
+        raise InvalidArgumentError(f"{named()}: expected an integer in [{low}, {high}]")
     try:
         number = operator.index(value)
     except TypeError:
-        raise InvalidArgumentError(f"{named}: expected an integer in [{low}, {high}]") from None
+        raise InvalidArgumentError(f"{named()}: expected an integer in [{low}, {high}]") from None
     if number < low or number > high:
-        named = f"{field}={shown(number)}" if show else field
-        raise InvalidArgumentError(f"{named}: out of range [{low}, {high}]")
+        raise InvalidArgumentError(f"{field}={shown(number)}: out of range [{low}, {high}]" if show
+                                   else f"{field}: out of range [{low}, {high}]")
     return number
 
 
