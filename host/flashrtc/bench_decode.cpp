@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 
+#include "bench_protocol.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
@@ -22,8 +23,6 @@ namespace flashrtc::cli {
 
 namespace {
 
-// As `bench`: triton.testing.do_bench's eviction size.
-constexpr std::size_t kL2FlushBytes = 256u << 20;
 constexpr std::int64_t kPatternElements = std::int64_t{1} << 24;
 
 struct Measurement {
@@ -37,16 +36,6 @@ struct Planned {
   KernelSpec spec;
   std::optional<TileConfig> explicit_tile;
 };
-
-std::string fixed(double value, const char* format) {
-  char out[32];
-  std::snprintf(out, sizeof(out), format, value);
-  return out;
-}
-
-const char* torch_dtype_name(DType dtype) {
-  return dtype == DType::kFloat32 ? "float32" : dtype == DType::kFloat16 ? "float16" : "bfloat16";
-}
 
 // count random normal elements of dtype, from a pattern of at most kPatternElements repeated.
 void fill_cache_bytes(DType dtype, std::vector<unsigned char>& bytes, std::int64_t count, std::uint64_t seed,

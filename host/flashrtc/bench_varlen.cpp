@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "bench_plan.hpp"
+#include "bench_protocol.hpp"
 #include "cli_support.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_tools/host_tensors.hpp"
@@ -20,9 +21,6 @@
 namespace flashrtc::cli {
 
 namespace {
-
-// As `bench`: triton.testing.do_bench's eviction size.
-constexpr std::size_t kL2FlushBytes = 256u << 20;
 
 struct Point {
   DType dtype;
@@ -35,16 +33,6 @@ struct Planned {
   KernelSpec spec;
   std::optional<TileConfig> explicit_tile;
 };
-
-std::string fixed(double value, const char* format) {
-  char out[32];
-  std::snprintf(out, sizeof(out), format, value);
-  return out;
-}
-
-const char* torch_dtype_name(DType dtype) {
-  return dtype == DType::kFloat32 ? "float32" : dtype == DType::kFloat16 ? "float16" : "bfloat16";
-}
 
 std::int64_t total_of(const std::vector<std::int64_t>& lengths) {
   return std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});

@@ -14,6 +14,7 @@
 
 #include "bench_decode.hpp"
 #include "bench_plan.hpp"
+#include "bench_protocol.hpp"
 #include "bench_varlen.hpp"
 #include "cli_support.hpp"
 #include "config_backward.hpp"
@@ -30,9 +31,6 @@ namespace flashrtc::cli {
 using namespace flashrtc::tools;
 
 namespace {
-
-// triton.testing.do_bench (the peers' timer) zeroes 256 MB before every timed call; so does this.
-constexpr std::size_t kL2FlushBytes = 256u << 20;
 
 struct BenchOptions {
   std::vector<std::string> dtypes = {"bf16", "fp16"};
@@ -98,19 +96,6 @@ std::int64_t q_elements(const BenchShape& s) {
 }
 std::int64_t kv_elements(const BenchShape& s) {
   return s.batch * s.seqlen_kv * s.heads_kv * s.head_dim;
-}
-
-// The peers' rows name dtypes as torch does; the same names let the two streams of JSON lines be joined.
-const char* torch_dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-  }
-  return "?";
 }
 
 double median(std::vector<float> values) {

@@ -91,10 +91,10 @@ void DecodeOptions::add_to(CLI::App& app, bool lists) {
     added.back()->expected(1);
   // bench's --op varlen takes the heads too (lists: bench's options).
   const std::string ops = lists ? "with --op decode or varlen: " : "with --op decode: ";
-  added.push_back(
-      app.add_option("--heads", heads,
-                     ops + "query heads" + (lists ? " (decode: 32 by default; varlen: the grid's, 2048 / d)" : ""))
-          ->check(count_validator()));
+  added.push_back(app.add_option("--heads", heads,
+                                 ops + "query heads" +
+                                     (lists ? " (decode: 32 by default; varlen: the grid's, 2048 / d)" : ""))
+                      ->check(count_validator()));
   if (!lists) added.back()->capture_default_str();
   heads_options[0] = added.back();
   added.push_back(app.add_option("--heads-kv", heads_kv, ops + "key/value heads (default: --heads)")
