@@ -275,7 +275,7 @@ TEST_CASE("varlen forward: hostile prefix sums neither fault nor write outside t
   const std::int64_t total_q = 64, total_k = 48, heads = 2, head_dim = 64, batch = 4;
   const std::vector<std::int32_t> cu_q = {0, 40, 10, 1 << 30, -5}, cu_k = {-7, 30, 2, 48, 1 << 30};
   const std::vector<std::int32_t> used = {1 << 30, -3, 20, 7};
-  for (DType dtype : kDtypes) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {  // varlen-mma and varlen-simt
     INFO(to_string(dtype));
     const std::size_t elem = dtype_size(dtype), row = static_cast<std::size_t>(heads * head_dim) * elem;
     const std::size_t guard = 4096;
