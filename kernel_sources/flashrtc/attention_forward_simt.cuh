@@ -17,6 +17,7 @@
 #include "flashrtc/mask.cuh"
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/simt_forward_shape.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
@@ -25,10 +26,15 @@ constexpr bool kIsFloat = false;
 template <>
 constexpr bool kIsFloat<float> = true;
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+// kVarlen: the variable-length forward over the sequences of a packed call (docs/varlen.md), as the
+// tensor-core kernel's: each block runs its sequence's slice as a dense problem of the sequence's lengths
+// (varlen_sequence.cuh). Without it none of that is compiled: the dense kernel's code is the same.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
 // Min one block per SM: without it ptxas caps registers to fit several blocks (168 at 4 warps, 128 at 8) and
 // spills the register tile; shared memory already limits how many blocks share an SM.
-__global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const kernel::ForwardParams p) {
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_forward_simt(const typename kernel::ForwardParamsOf<kVarlen>::type args) {
   // T stays a template argument so the kernel's name spells its element type like the other families.
   static_assert(kIsFloat<T>,
                 "the SIMT kernel takes fp32 inputs (fp16 and bf16 run on the tensor-core kernel)");
@@ -54,7 +60,26 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   const int tc = tid % kRowThreads;
   const int tr = tid / kRowThreads;
 
-  const ForwardBlock<float, kBlockM, kBlockN, kMask> block(p);
+  const kernel::ForwardParams& p = kernel::dense_params(args);
+  ForwardBlock<float, kBlockM, kBlockN, kMask> block(p);
+  VarlenSequence seq;  // the block's sequence (varlen only)
+  if constexpr (kVarlen) {
+    if (!bind_varlen_sequence(args, block, seq)) return;
+  }
+  // The lengths that bound the block's rows and keys: the call's, or its sequence's (read where used, as in
+  // the tensor-core kernel).
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
   const long long m0 = block.m0;
   const int num_n_blocks = block.num_n_blocks;
   const float* q_ptr = block.q;
@@ -64,7 +89,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   float* lse_ptr = block.lse;
 
   if (num_n_blocks == 0) {
-    store_rows_without_keys<kHeadDim>(block, p, RowTile<kTM, kRowThreads, kTD / kVec, kVec>{tr * kTM, tc});
+    const RowTile<kTM, kRowThreads, kTD / kVec, kVec> tile{tr * kTM, tc};
+    if constexpr (kVarlen)
+      store_rows_without_keys<kHeadDim>(block, sequence_params(p, seq), tile);
+    else
+      store_rows_without_keys<kHeadDim>(block, p, tile);
     return;
   }
 
@@ -82,16 +111,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
 
   // Commit groups, in order: [Q, K0], [V0], [K1], [V1], ...: each tile is one group, so waiting until at
   // most 2 * kStages - 1 groups are pending always means "the tile needed next has landed".
-  load_rows(q_smem, q_ptr, p.q_stride_seq, m0, p.seqlen_q, kBlockM);
+  load_rows(q_smem, q_ptr, p.q_stride_seq, m0, seqlen_q(), kBlockM);
 #pragma unroll
   for (int s = 0; s < kStages; ++s) {
     if (s < num_n_blocks)
       load_rows(k_smem + s * kBlockN * kPitch, k_ptr, p.k_stride_seq, static_cast<long long>(s) * kBlockN,
-                p.seqlen_kv, kBlockN);
+                seqlen_kv(), kBlockN);
     cp_async_commit();
     if (s < num_n_blocks)
       load_rows(v_smem + s * kBlockN * kPitch, v_ptr, p.v_stride_seq, static_cast<long long>(s) * kBlockN,
-                p.seqlen_kv, kBlockN);
+                seqlen_kv(), kBlockN);
     cp_async_commit();
   }
 
@@ -137,13 +166,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
     }
     __syncthreads();  // every thread is done with this K stage: refill it
     if (n + kStages < num_n_blocks)
-      load_rows(k_stage, k_ptr, p.k_stride_seq, n0 + kStages * kBlockN, p.seqlen_kv, kBlockN);
+      load_rows(k_stage, k_ptr, p.k_stride_seq, n0 + kStages * kBlockN, seqlen_kv(), kBlockN);
     cp_async_commit();
 
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
     // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
     // registers in the mask at d = 64, measured).
-    const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+    const KeyMask<kMask> mask{seqlen_kv(), block.diag};
     const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
 #pragma unroll
     for (int i = 0; i < kTM; ++i)
@@ -195,7 +224,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
     }
     __syncthreads();  // every thread is done with this V stage and with P
     if (n + kStages < num_n_blocks)
-      load_rows(v_stage, v_ptr, p.v_stride_seq, n0 + kStages * kBlockN, p.seqlen_kv, kBlockN);
+      load_rows(v_stage, v_ptr, p.v_stride_seq, n0 + kStages * kBlockN, seqlen_kv(), kBlockN);
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -204,7 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_forward_simt(const k
   for (int i = 0; i < kTM; ++i) {
     const float l = row_lanes_sum<kRowThreads>(l_run[i]);
     const long long row = m0 + tr * kTM + i;
-    if (row >= p.seqlen_q) continue;
+    if (row >= seqlen_q()) continue;
     const float inv_l = inverse_row_sum(l);
 #pragma unroll
     for (int u = 0; u < kTD / kVec; ++u) {

@@ -69,8 +69,7 @@ def prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen
     check_dims("k", kv, 3, "[total_k, Hkv, d]")
     check_dims("v", vv, 3, "[total_k, Hkv, d]")
     if qv.dtype not in _library.DTYPES:
-        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16 and bfloat16 (float32 has no "
-                                   "variable-length kernel yet)")
+        raise InvalidArgumentError(f"q has dtype {qv.dtype}: flashrtc takes float16, bfloat16 and float32")
     for name, t in views.items():
         if t.dtype != qv.dtype:
             raise InvalidArgumentError(f"{name} has dtype {t.dtype}, q has {qv.dtype}: they must match")

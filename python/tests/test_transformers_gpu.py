@@ -1,6 +1,8 @@
 """flashrtc as a Hugging Face transformers attention implementation, on a GPU: a small randomly initialised
-Llama model (GQA) with attn_implementation="rtc" (flashrtc.transformers.NAME) against the same weights on "sdpa": prefill logits and
-greedy KV-cache decoding agree; padding masks, sliding windows and dropout are refused, never computed.
+Llama model (GQA) with attn_implementation="rtc" (flashrtc.transformers.NAME) against the same weights on
+"sdpa": prefill logits and greedy KV-cache decoding agree, with and without padding (left and right, a row of
+one token; padded batches run flashrtc.attention_varlen); 4D custom masks, sliding windows and dropout are
+refused, never computed.
 
 Run: python3 python/tests/test_transformers_gpu.py. Without torch, transformers or a CUDA device it prints
 "GPU TESTS SKIPPED" and exits 77.
@@ -127,12 +129,114 @@ class TransformersModel(unittest.TestCase):
         got = self.model(self.tokens, attention_mask=mask).logits
         self.assertLess((got - ref).abs().max().item(), 1e-3 * max(1.0, ref.abs().max().item()))
 
-    @no_grad
-    def test_padding_is_refused(self):
+    def padded(self, pads, left):
+        """self.tokens with pads[b] padding positions (token 0) at the start (left) or end of row b, and the
+        mask (1: a token, 0: padding)."""
         mask = torch.ones_like(self.tokens)
-        mask[0, :5] = 0
-        with self.assertRaisesRegex(NotImplementedError, "padding mask"):
-            self.model(self.tokens, attention_mask=mask)
+        for row, n in enumerate(pads):
+            if n:
+                if left:
+                    mask[row, :n] = 0
+                else:
+                    mask[row, -n:] = 0
+        return self.tokens.masked_fill(mask == 0, 0), mask
+
+    def check_padded_logits(self, tokens, mask):
+        """Logits at the tokens' positions as sdpa's with the same mask (padded positions are not compared:
+        their attention rows have no key), every layer through attention_varlen."""
+        calls = []
+        original = flashrtc.transformers.attention_varlen
+
+        def counted(q, k, v, cu_q, cu_k, max_q, max_k, **options):
+            calls.append((tuple(q.shape), tuple(k.shape), options.get("causal")))
+            return original(q, k, v, cu_q, cu_k, max_q, max_k, **options)
+
+        flashrtc.transformers.attention_varlen = counted
+        try:
+            got = self.model(tokens, attention_mask=mask).logits
+        finally:
+            flashrtc.transformers.attention_varlen = original
+        ref = self.reference(tokens, attention_mask=mask).logits
+        valid = mask.bool()
+        err = (got[valid] - ref[valid]).abs().max().item()
+        self.assertLess(err, 1e-3 * max(1.0, ref[valid].abs().max().item()), f"logits differ by {err:.3g}")
+        tokens_in = int(mask.sum())
+        layers = self.model.config.num_hidden_layers
+        self.assertEqual(calls, [((tokens_in, 8, 32), (tokens_in, 2, 32), True)] * layers)
+
+    @no_grad
+    def test_left_padded_prefill_logits(self):
+        self.check_padded_logits(*self.padded((5, 30), left=True))
+
+    @no_grad
+    def test_right_padded_prefill_logits(self):
+        self.check_padded_logits(*self.padded((30, 5), left=False))
+
+    @no_grad
+    def test_a_row_of_one_token(self):
+        self.check_padded_logits(*self.padded((0, 76), left=True))
+        self.check_padded_logits(*self.padded((76, 0), left=False))
+
+    @no_grad
+    def test_left_padded_greedy_decoding(self):
+        """generate with a left-padded batch: the prefill and every decoding step (a query over the padded
+        cache) run attention_varlen; the tokens are sdpa's."""
+        tokens, mask = self.padded((9, 40), left=True)
+        kwargs = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+        ref = self.reference.generate(tokens, attention_mask=mask, **kwargs)
+        got = self.model.generate(tokens, attention_mask=mask, **kwargs)
+        self.assertEqual(got.shape, ref.shape)
+        self.assertTrue(torch.equal(got, ref), "greedy decoding of a left-padded batch diverged from sdpa's")
+
+    def test_padded_attention_matches_each_row_alone(self):
+        """attention_forward with the mask _mask returns (GQA, 3 queries over 40 keys, as a decoding step over
+        a padded cache, and a prefill): each row's queries are flashrtc.attention over the row's tokens alone
+        (bottom-right causal, and without a mask), padded queries are zeros."""
+        from transformers.masking_utils import bidirectional_mask_function, causal_mask_function
+
+        g = torch.Generator("cuda").manual_seed(4)
+        module = torch.nn.Module()
+        for n_q, mask_function, causal in ((3, causal_mask_function, True), (40, causal_mask_function, True),
+                                           (40, bidirectional_mask_function, False)):
+            q = torch.randn(3, 8, n_q, 64, device="cuda", generator=g)
+            k = torch.randn(3, 2, 40, 64, device="cuda", generator=g)
+            v = torch.randn(3, 2, 40, 64, device="cuda", generator=g)
+            padding = torch.ones(3, 40, dtype=torch.long, device="cuda")
+            padding[0, :7] = 0    # left padding
+            padding[1, -2:] = 0   # right padding: with 3 queries, the last two are padding
+            padding[2, :39] = 0   # one token
+            mask = flashrtc.transformers._mask(batch_size=3, q_length=n_q, kv_length=40, q_offset=40 - n_q,
+                                               kv_offset=0, mask_function=mask_function, attention_mask=padding)
+            self.assertEqual(tuple(mask.shape), (3, 1, 1, 40))
+            self.assertEqual(mask.dtype, torch.bool)
+            with torch.no_grad():
+                got, _ = flashrtc.transformers.attention_forward(module, q, k, v, mask, scaling=0.2,
+                                                                 is_causal=causal)
+            self.assertEqual(tuple(got.shape), (3, n_q, 8, 64))
+            for row in range(3):
+                keys = padding[row].bool()
+                queries = keys[40 - n_q:]
+                if queries.any():
+                    ref = flashrtc.attention(q[row:row + 1, :, queries], k[row:row + 1, :, keys],
+                                             v[row:row + 1, :, keys], causal="bottom-right" if causal else False,
+                                             scale=0.2)
+                    torch.testing.assert_close(got[row, queries], ref[0].transpose(0, 1), atol=1e-4, rtol=1e-4)
+                self.assertTrue(bool((got[row, ~queries] == 0).all()), "padded queries are zeros")
+
+    @no_grad
+    def test_mask_without_padding_is_none(self):
+        from transformers.masking_utils import causal_mask_function
+        mask = torch.ones(2, 12, dtype=torch.long, device="cuda")
+        self.assertIsNone(flashrtc.transformers._mask(batch_size=2, q_length=1, kv_length=12, q_offset=11,
+                                                      mask_function=causal_mask_function, attention_mask=mask))
+        mask[1, 0] = 0
+        got = flashrtc.transformers._mask(batch_size=2, q_length=1, kv_length=12, q_offset=11,
+                                          mask_function=causal_mask_function, attention_mask=mask)
+        self.assertTrue(torch.equal(got[:, 0, 0], mask.bool()))
+        # Keys past the 2D mask's end are padding, as transformers reads it.
+        got = flashrtc.transformers._mask(batch_size=2, q_length=2, kv_length=14, q_offset=12,
+                                          mask_function=causal_mask_function, attention_mask=mask)
+        self.assertFalse(bool(got[:, 0, 0, 12:].any()))
 
     def test_unsupported_features_are_refused(self):
         q = torch.randn(1, 8, 4, 32, device="cuda")
@@ -143,6 +247,27 @@ class TransformersModel(unittest.TestCase):
             flashrtc.transformers.attention_forward(module, q, q[:, :2], q[:, :2], None, sliding_window=128)
         with self.assertRaisesRegex(NotImplementedError, "attention mask"):
             flashrtc.transformers.attention_forward(module, q, q, q, torch.ones(1, 1, 4, 4, device="cuda"))
+        # A 4D bool mask per query (not the [B, 1, 1, Nk] padding mask _mask makes) is a custom mask.
+        with self.assertRaisesRegex(NotImplementedError, "attention mask"):
+            flashrtc.transformers.attention_forward(module, q, q, q,
+                                                    torch.ones(1, 1, 4, 4, dtype=torch.bool, device="cuda"))
+
+    @no_grad
+    def test_custom_masks_are_refused(self):
+        """A 4D mask passed to the model, and a 2D mask under a mask function flashrtc does not compute."""
+        from transformers.masking_utils import causal_mask_function
+        custom = torch.ones(2, 1, 77, 77, dtype=torch.bool, device="cuda").tril()
+        with self.assertRaisesRegex(NotImplementedError, "attention mask"):
+            self.model(self.tokens, attention_mask=custom)
+        padding = torch.ones(2, 10, dtype=torch.long, device="cuda")
+        padding[0, 0] = 0
+        with self.assertRaisesRegex(NotImplementedError, "mask function"):
+            flashrtc.transformers._mask(batch_size=2, q_length=10, kv_length=10,
+                                        mask_function=lambda batch, head, q, kv: kv <= q,
+                                        attention_mask=padding)
+        with self.assertRaisesRegex(NotImplementedError, "custom attention mask"):
+            flashrtc.transformers._mask(batch_size=2, q_length=10, kv_length=10, mask_function=causal_mask_function,
+                                        attention_mask=padding[:, None, None, :])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // The variable-length forward's C++ API without a device: every argument rule throws kInvalidArgument naming
-// the argument before anything touches a device, dtypes no family serves are kUnsupported, the call resolves
-// to the varlen family from its host bounds, and the kernel parameters index the packed tensors per sequence.
+// the argument before anything touches a device, the call resolves to its dtype's varlen family (varlen-mma
+// for fp16 and bf16, varlen-simt for fp32) from its host bounds, and the kernel parameters index the packed
+// tensors per sequence.
 // Pointers are fake (never dereferenced without a device).
 #include <doctest/doctest.h>
 
@@ -15,7 +16,9 @@
 #include "flashrtc/attention.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
+#include "flashrtc/kernel.hpp"
 #include "flashrtc/kernel_family.hpp"
+#include "flashrtc/tuning_space.hpp"
 
 using namespace flashrtc;
 
@@ -135,7 +138,7 @@ bool contains(const std::string& text, const std::string& part) {
 
 TEST_CASE("validate_varlen_forward accepts valid calls") {
   CHECK_NOTHROW(validate_varlen_forward(valid_params()));
-  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (std::int64_t head_dim : {8, 32, 64, 96, 128, 256})
       for (MaskKind mask : kMaskKinds) {
         INFO(to_string(dtype) << " d=" << head_dim << " " << to_string(mask));
@@ -185,11 +188,20 @@ TEST_CASE("validate_varlen_forward: each invalid argument throws kInvalidArgumen
   }
 }
 
-TEST_CASE("validate_varlen_forward: fp32 has no varlen family yet and is kUnsupported") {
+TEST_CASE("validate_varlen_forward: fp32 takes fp32 strides and tiles") {
   VarlenForwardParams p = valid_params(DType::kFloat32);
+  CHECK_NOTHROW(validate_varlen_forward(p));
+  p.v.stride_head = 2;  // 8 bytes: the tensors' 16-byte rule counts fp32's 4 bytes
   const Error e = test::expect_error([&] { validate_varlen_forward(p); });
-  CHECK(e.code() == ErrorCode::kUnsupported);
-  CHECK(contains(e.message(), "fp32"));
+  CHECK(e.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(e.message(), "v.stride_head"));
+  p = valid_params(DType::kFloat32);
+  p.config = TileConfig{64, 64, 4, 1};  // a simt tile
+  CHECK_NOTHROW(validate_varlen_forward(p));
+  p.config = TileConfig{64, 24, 4, 1};  // block_n not a multiple of d=64's 16 threads per row (simt's rule)
+  const Error tile = test::expect_error([&] { validate_varlen_forward(p); });
+  CHECK(tile.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(tile.message(), "block_n"));
 }
 
 TEST_CASE("attention_varlen_forward with valid arguments and no GPU throws kNoDevice") {
@@ -233,6 +245,64 @@ TEST_CASE("a varlen call resolves to the varlen family from its host bounds") {
   CHECK_NOTHROW(resolve_config(p));
 }
 
+TEST_CASE("an fp32 varlen call resolves to varlen-simt, the simt kernel's variable-length instantiation") {
+  const KernelFamily& dense = *find_kernel_family("simt");
+  for (std::int64_t head_dim : {32, 64, 128, 256})
+    for (MaskKind mask : kMaskKinds) {
+      VarlenForwardParams p = valid_params(DType::kFloat32, head_dim);
+      p.mask = mask;
+      const ConfigQuery q = config_query(p);
+      for (const char* arch : {"sm_80", "sm_90a", "sm_100", "sm_120"}) {
+        INFO(std::string(arch) << " d=" << head_dim << " " << to_string(mask));
+        DeviceTarget target = no_device_target();
+        target.arch = arch;
+        const ConfigResolution r = resolve_config(q, target);
+        REQUIRE(r.family != nullptr);
+        CHECK(r.family->name == "varlen-simt");
+        const KernelSpec spec = call_kernel_spec(q, r);
+        // The dense call of the same lengths runs simt on the same tile: the varlen family shares its
+        // defaults.
+        ConfigQuery dense_query = q;
+        dense_query.operation = Operation::kForward;
+        const ConfigResolution dense_r = resolve_config(dense_query, target);
+        REQUIRE(dense_r.family == &dense);
+        CHECK(spec.tile == call_kernel_spec(dense_query, dense_r).tile);
+        const std::string name = r.family->name_expression(spec);
+        const std::string dense_name = dense.name_expression(spec);
+        // The same template, with the variable-length switch on; the dense name leaves it at its default.
+        CHECK(name == dense_name.substr(0, dense_name.size() - 1) + ", true>");
+        CHECK(name.rfind("flashrtc::attention_forward_simt<float, " + std::to_string(head_dim) + ", ", 0) ==
+              0);
+      }
+    }
+}
+
+TEST_CASE("varlen-simt compiles for sm_80 and sm_90a without spills, within the register margin") {
+  // A sample of the defaults (tests/cpu/test_default_margin.cpp compiles every one for every arch): the
+  // largest head dim (the most accumulators) and the smallest, under the bottom-right mask.
+  RuntimeConfig config = runtime_config();
+  config.disk_cache = false;  // compiled by this build's NVRTC, not read from an older entry
+  config.always_compile = false;
+  config.require_cached = false;
+  test::ConfigOverride scoped(config);
+  const KernelFamily& family = *find_kernel_family("varlen-simt");
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (int head_dim : {32, 256}) {
+      const KernelSpec spec{DType::kFloat32, head_dim, MaskKind::kCausalBottomRight,
+                            family.default_config(DType::kFloat32, head_dim, MaskKind::kCausalBottomRight,
+                                                  assumed_sm_limits(arch).smem_per_block_bytes, 0, arch),
+                            &family};
+      INFO(arch << " d=" << head_dim << " " << to_string(spec.tile));
+      const ResourceReport r = compile_kernel(spec, arch).resources;
+      INFO("registers=" << r.registers << " spill stores=" << r.spill_store_bytes
+                        << " spill loads=" << r.spill_load_bytes);
+      CHECK(r.registers > 0);
+      CHECK(r.registers <= kDefaultMaxRegisters);
+      CHECK(r.spill_store_bytes == 0);
+      CHECK(r.spill_load_bytes == 0);
+    }
+}
+
 TEST_CASE(
     "varlen kernel parameters: one block per (sequence, head, query block of max_seqlen_q), batch strides "
     "0") {
@@ -268,6 +338,15 @@ TEST_CASE(
   plan.family->build_launch(plan, &p, shape, args);
   CHECK(shape.grid[0] == 24u);
   CHECK(shape.block[0] == 32u);
+  // varlen-simt launches the same grid over the same parameters.
+  CallPlan simt = plan;
+  simt.family = find_kernel_family("varlen-simt");
+  REQUIRE(simt.family != nullptr);
+  LaunchShape simt_shape;
+  KernelArgs simt_args;
+  simt.family->build_launch(simt, &p, simt_shape, simt_args);
+  CHECK(simt_shape.grid[0] == 24u);
+  CHECK(simt_shape.block[0] == 32u);
 
   // The grid's index limit, as the dense forward's.
   p.batch = 1 << 20;

@@ -1,10 +1,10 @@
 // attention_varlen_forward against the varlen reference (varlen_reference.hpp, each sequence through the
 // dense reference): lengths 1, 2 and odd, sequences without keys or queries, a batch of one, 1000 sequences
 // of length 1..17, Nq != Nk both ways, GQA and MQA, every mask (causal counted from each sequence's start,
-// both alignments), seqused_k, every head dim of the default table, fp16 and bf16. Fresh random inputs per
-// case; o and lse are poisoned with NaN before the call, and rows after the last sequence must keep their
-// poison bit for bit. Hostile prefix sums (decreasing, negative, past the tensors) must neither fault nor
-// write outside the tensors.
+// both alignments), seqused_k, every head dim of the default table, fp16 and bf16 (varlen-mma) and fp32
+// (varlen-simt). Fresh random inputs per case; o and lse are poisoned with NaN before the call, and rows
+// after the last sequence must keep their poison bit for bit. Hostile prefix sums (decreasing, negative, past
+// the tensors) must neither fault nor write outside the tensors.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -275,7 +275,7 @@ TEST_CASE("varlen forward: hostile prefix sums neither fault nor write outside t
   const std::int64_t total_q = 64, total_k = 48, heads = 2, head_dim = 64, batch = 4;
   const std::vector<std::int32_t> cu_q = {0, 40, 10, 1 << 30, -5}, cu_k = {-7, 30, 2, 48, 1 << 30};
   const std::vector<std::int32_t> used = {1 << 30, -3, 20, 7};
-  for (DType dtype : kDtypes) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {  // varlen-mma and varlen-simt
     INFO(to_string(dtype));
     const std::size_t elem = dtype_size(dtype), row = static_cast<std::size_t>(heads * head_dim) * elem;
     const std::size_t guard = 4096;
@@ -334,4 +334,41 @@ TEST_CASE("varlen forward: hostile prefix sums neither fault nor write outside t
         CHECK_FALSE(poisoned(o_host, guard, guard + 40 * row));
       }
   }
+}
+
+TEST_CASE(
+    "varlen forward fp32 (varlen-simt): ragged lengths, no keys, every mask, GQA and MQA, lse, rows after "
+    "the last sequence untouched") {
+  // As the 16-bit case: sequence 4 has no keys (o = 0, lse = -inf), sequence 5 no queries; 130 and 65 cross
+  // the simt tiles (64 rows) both ways; 21 spare query rows after the last sequence keep their poison.
+  const std::vector<std::int32_t> lq = {1, 2, 7, 33, 5, 0, 130, 65, 3};
+  const std::vector<std::int32_t> lk = {1, 2, 9, 17, 0, 4, 64, 131, 3};
+  std::uint64_t seed = 600;
+  for (std::int64_t head_dim : {32, 64, 96, 128, 256})
+    for (MaskKind mask : kMaskKinds)
+      check(make_run(DType::kFloat32, head_dim, 4, 2, mask, lq, lk, seed++, 21));
+  for (MaskKind mask : kMaskKinds) {
+    check(make_run(DType::kFloat32, 64, 8, 1, mask, lq, lk, seed++));  // MQA
+    // Causal counted from each sequence's start, both alignments, Nq > Nk and Nq < Nk.
+    check(make_run(DType::kFloat32, 128, 2, 1, mask, {40, 3, 129, 64}, {10, 70, 64, 129}, seed++));
+    check(make_run(DType::kFloat32, 64, 2, 2, mask, {300}, {129}, seed++));  // a batch of one, Nq > Nk
+  }
+}
+
+TEST_CASE("varlen forward fp32: seqused_k, a negative scale, no lse, 1000 short sequences") {
+  std::uint64_t seed = 700;
+  for (MaskKind mask : kMaskKinds) {
+    VarlenRun run = make_run(DType::kFloat32, 64, 4, 2, mask, {9, 40, 3}, {30, 70, 5}, seed++, 5);
+    run.p.seqused_k = {0, 33, 5};
+    check(run);
+    VarlenRun scaled = make_run(DType::kFloat32, 96, 2, 1, mask, {17, 1}, {5, 60}, seed++, 3);
+    scaled.scale = -0.3f;
+    scaled.with_lse = false;
+    check(scaled);
+  }
+  std::mt19937_64 rng(1001);
+  std::uniform_int_distribution<std::int32_t> length(1, 17);
+  std::vector<std::int32_t> lq(1000), lk(1000);
+  for (std::size_t b = 0; b < lq.size(); ++b) lq[b] = length(rng), lk[b] = length(rng);
+  check(make_run(DType::kFloat32, 64, 4, 2, MaskKind::kCausalBottomRight, lq, lk, seed++));
 }

@@ -1,4 +1,6 @@
-// Forward attention on CUDA cores (exact fp32 arithmetic), fp32: kernel_sources/flashrtc/attention_forward_simt.cuh.
+// Forward attention on CUDA cores (exact fp32 arithmetic), fp32:
+// kernel_sources/flashrtc/attention_forward_simt.cuh; and its variable-length variant (varlen-simt), the same
+// kernel template over the sequences of a packed call, with the same tiles.
 #include "families/builtin_families.hpp"
 #include "families/forward_launch.hpp"
 #include "families/shape_rules.hpp"
@@ -55,6 +57,20 @@ KernelFamily describe() {
 
 const KernelFamily& forward_simt_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& forward_varlen_simt_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults: a sequence is a dense problem of its
+    // own lengths (tests/cpu/test_default_margin.cpp holds the defaults to the register margin here too).
+    KernelFamily f = describe();
+    f.name = "varlen-simt";
+    f.operation = Operation::kForwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_forward_launch;
+    return f;
+  }();
   return family;
 }
 

@@ -1,5 +1,6 @@
-// attention_varlen_forward: one kernel (varlen-mma), resolved through the family table like a forward call
-// from the host's length bounds, launched over (sequence, head, query block of max_seqlen_q).
+// attention_varlen_forward: one kernel (varlen-mma for fp16 and bf16, varlen-simt for fp32), resolved through
+// the family table like a forward call from the host's length bounds, launched over (sequence, head, query
+// block of max_seqlen_q).
 #include <algorithm>
 
 #include "flashrtc/attention.hpp"
@@ -26,11 +27,10 @@ ConfigQuery config_query(const VarlenForwardParams& p) {
 void validate_varlen_forward(const VarlenForwardParams& p) {
   detail::validate_varlen_arguments(p);
   const int head_dim = static_cast<int>(p.head_dim);
-  // Any arch: the call's own is checked when it is resolved on its device.
-  if (serving_kernel_families(Operation::kForwardVarlen, p.dtype, head_dim, "sm_90a").empty())
-    throw Error(ErrorCode::kUnsupported,
-                "dtype=" + std::string(to_string(p.dtype)) + ", head_dim=" + std::to_string(p.head_dim) +
-                    ": no variable-length forward family serves it (fp16 and bf16 do)");
+  // Which dtypes run is the family table's to say (validate_varlen_arguments checks only that the dtype is
+  // one): kUnsupported naming each family passed over. Any arch: the call's own is checked when it is
+  // resolved on its device.
+  select_kernel_family(Operation::kForwardVarlen, p.dtype, head_dim, "sm_90a");
   if (p.config) {
     const std::string reason =
         check_config_any_family(Operation::kForwardVarlen, p.dtype, head_dim, *p.config, kSmemBytesSm90);
