@@ -39,7 +39,7 @@ struct WgmmaForwardConsumer {
   using Block = typename Traits::Block;
   using Tiles = typename Traits::Tiles;
 
-  const kernel::ForwardParams& p;
+  const typename Traits::Params& p;  // a packed call's: its sequences' lengths come with the block
   const WgmmaForwardSmem<Traits>& smem;
   const int& tid;
   const int& consumer;  // the consumer warp group: group - 1
@@ -119,7 +119,7 @@ struct WgmmaForwardConsumer {
   __device__ __forceinline__ bool softmax_columns(const KeyMask<Traits::kMask>& mask, long long group_m0,
                                                   long long row0, long long n0, bool first_tile,
                                                   float (&alpha)[2]) {
-    float scale = p.scale_log2;
+    float scale = kernel::dense_params(p).scale_log2;
     if ((Traits::kMask != kernel::Mask::kNone || first_tile) && mask.tile_needs_mask(group_m0, n0, N)) {
       // A hidden score is the one the scaled exponent takes to 0: -inf, +inf under a negative scale, so the
       // scale stays folded into the exponent (no multiply per score: +2.7% at d = 256 causal 4k-8k keys on an
@@ -203,7 +203,7 @@ struct WgmmaForwardConsumer {
         Traits::kSplits ? min(w.key_end, block.num_n_blocks) - w.key_begin : block.num_n_blocks;
     const long long group_m0 = block.m0 + 64 * consumer;
     const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;
-    const KeyMask<Traits::kMask> mask{p.seqlen_kv, block.diag};
+    const KeyMask<Traits::kMask> mask{block.seqlen_kv(p), block.diag};
 #pragma unroll
     for (int h = 0; h < 2; ++h) m_run[h] = negative_infinity(), l_run[h] = 0.f;
 #pragma unroll
@@ -301,8 +301,9 @@ struct WgmmaForwardConsumer {
           // The wait in each arm of a branch, its own basic block, so that ptxas keeps it after the softmax.
           // wgmma.wait_group is .aligned: every warp of the group must take the same arm, so the branch is on
           // the step, the same for the whole group, not on each warp's own vote
-          // (docs/measurements/sanitizers/rescale_branch_synccheck.md). The last step rescales unconditionally,
-          // which keeps the arms distinct; alpha is exactly 1 for rows whose maximum did not move.
+          // (docs/measurements/sanitizers/rescale_branch_synccheck.md). The last step rescales
+          // unconditionally, which keeps the arms distinct; alpha is exactly 1 for rows whose maximum did not
+          // move.
           if (i + 1 < n_blocks) {
             wait_pv();
             if (__any_sync(0xffffffffu, moved)) rescale_o(alpha);

@@ -4,7 +4,8 @@
 // both alignments), seqused_k, every head dim of the default table, fp16 and bf16. Fresh random inputs per
 // case; o and lse are poisoned with NaN before the call, and rows after the last sequence must keep their
 // poison bit for bit. Hostile prefix sums (decreasing, negative, past the tensors) must neither fault nor
-// write outside the tensors.
+// write outside the tensors. On sm_90a the Hopper family (varlen-wgmma) serves most of these calls; its own
+// cases below say so explicitly, across its tile boundaries.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,8 +18,10 @@
 #include <vector>
 
 #include "flashrtc/attention.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_reference/varlen_reference.hpp"
+#include "gpu_requirements.hpp"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;
@@ -44,6 +47,7 @@ struct VarlenRun {
   std::vector<double> q, k, v;
   bool with_lse = true;
   std::optional<float> scale;
+  const char* family = nullptr;  // the family the call must resolve to, where the case names one
 
   std::string describe() const {
     std::string lengths;
@@ -139,6 +143,7 @@ DeviceResult run_on_device(const VarlenRun& run) {
   params.lse = run.with_lse ? static_cast<float*>(lse_dev.data()) : nullptr;
   params.softmax_scale = run.scale;
   params.mask = p.mask;
+  if (run.family) REQUIRE(resolve_config(params).family->name == std::string(run.family));
   attention_varlen_forward(params);
   device_synchronize();  // throws with the failure of the launch
 
@@ -334,4 +339,44 @@ TEST_CASE("varlen forward: hostile prefix sums neither fault nor write outside t
         CHECK_FALSE(poisoned(o_host, guard, guard + 40 * row));
       }
   }
+}
+
+// The Hopper family (varlen-wgmma), named: its TMA loads read past a sequence's end into the next one's rows
+// (masked), and a query group that runs past its sequence's end stores its rows itself where a TMA box would
+// overwrite the next sequence's. Each length list is followed by spare rows no sequence owns, which keep
+// their poison; the lengths sit on both sides of the 64-row groups and the 64-192-row blocks and key tiles.
+TEST_CASE("varlen forward on sm_90a: the Hopper family across tile boundaries" * FLASHRTC_NEEDS_SM90A) {
+  const std::vector<std::int32_t> lq = {1, 63, 64, 65, 127, 128, 129, 1000};
+  const std::vector<std::int32_t> lk = {129, 1000, 65, 0, 64, 127, 1, 63};  // an empty key sequence
+  std::uint64_t seed = 600;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128, 256})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenRun run = make_run(dtype, head_dim, 4, 2, mask, lq, lk, seed++, 70);  // GQA
+        run.family = "varlen-wgmma";
+        check(run);
+      }
+  // Each length as the last sequence: the rows after it belong to no sequence and must stay poisoned, also
+  // where it ends inside a group; Nq = Nk there, and a sequence of 1000 queries before it.
+  for (std::int32_t last : lq)
+    for (MaskKind mask : kMaskKinds) {
+      VarlenRun run = make_run(DType::kBFloat16, 128, 2, 2, mask, {1000, last}, {1000, last}, seed++, 64);
+      run.family = "varlen-wgmma";
+      check(run);
+    }
+}
+
+TEST_CASE("varlen forward on sm_90a: many sequences ending inside a group, no lse" * FLASHRTC_NEEDS_SM90A) {
+  // 300 sequences of 65 queries: each one's second group holds one row of it and 63 of the next sequence,
+  // which that group must not write (the next sequence's own values are checked against the reference).
+  std::uint64_t seed = 700;
+  for (DType dtype : kDtypes)
+    for (MaskKind mask : kMaskKinds) {
+      VarlenRun run =
+          make_run(dtype, 64, 2, 1, mask, std::vector<std::int32_t>(300, 65), std::vector<std::int32_t>(300, 70),
+                   seed++, 5);
+      run.family = "varlen-wgmma";
+      run.with_lse = dtype == DType::kFloat16;
+      check(run);
+    }
 }
