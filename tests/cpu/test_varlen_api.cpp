@@ -1,7 +1,8 @@
 // The variable-length forward's C++ API without a device: every argument rule throws kInvalidArgument naming
 // the argument before anything touches a device, dtypes no family serves are kUnsupported, the call resolves
-// to the varlen family from its host bounds (the Hopper one on sm_90a where a TMA map describes the tensors), and the kernel parameters index the packed tensors per sequence.
-// Pointers are fake (never dereferenced without a device).
+// to the varlen family from its host bounds (the Hopper one on sm_90a where a TMA map describes the tensors),
+// and the kernel parameters index the packed tensors per sequence. Pointers are fake (never dereferenced
+// without a device).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -230,15 +231,14 @@ TEST_CASE("a varlen call resolves to the varlen family from its host bounds") {
             "flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 128, " + tile_args(spec) +
                 ", flashrtc::kernel::Mask::kCausalBottomRight, false, true>");
       // The dense family's tiles and defaults.
-      CHECK(r.config == find_kernel_family("wgmma")->default_config(DType::kBFloat16, 128, p.mask,
-                                                                     target.smem_limit_bytes, p.max_seqlen_k,
-                                                                     arch));
+      CHECK(r.config == find_kernel_family("wgmma")->default_config(
+                            DType::kBFloat16, 128, p.mask, target.smem_limit_bytes, p.max_seqlen_k, arch));
       continue;
     }
     CHECK(r.family->name == "varlen-mma");
-    CHECK(r.family->name_expression(spec) ==
-          "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, " + tile_args(spec) +
-              ", flashrtc::kernel::Mask::kCausalBottomRight, true>");
+    CHECK(r.family->name_expression(spec) == "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, " +
+                                                 tile_args(spec) +
+                                                 ", flashrtc::kernel::Mask::kCausalBottomRight, true>");
     const KernelFamily& dense = *find_kernel_family("mma");
     const std::string dense_name = dense.name_expression(spec);
     const std::string dense_end = "Mask::kCausalBottomRight>";

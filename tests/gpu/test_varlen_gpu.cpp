@@ -356,6 +356,12 @@ TEST_CASE("varlen forward on sm_90a: the Hopper family across tile boundaries" *
         run.family = "varlen-wgmma";
         check(run);
       }
+  // No key in the whole call (total_k = 0): every row o = 0, lse = -inf.
+  for (MaskKind mask : kMaskKinds) {
+    VarlenRun run = make_run(DType::kFloat16, 128, 2, 1, mask, {5, 70}, {0, 0}, seed++, 3);
+    run.family = "varlen-wgmma";
+    check(run);
+  }
   // Each length as the last sequence: the rows after it belong to no sequence and must stay poisoned, also
   // where it ends inside a group; Nq = Nk there, and a sequence of 1000 queries before it.
   for (std::int32_t last : lq)
@@ -372,9 +378,8 @@ TEST_CASE("varlen forward on sm_90a: many sequences ending inside a group, no ls
   std::uint64_t seed = 700;
   for (DType dtype : kDtypes)
     for (MaskKind mask : kMaskKinds) {
-      VarlenRun run =
-          make_run(dtype, 64, 2, 1, mask, std::vector<std::int32_t>(300, 65), std::vector<std::int32_t>(300, 70),
-                   seed++, 5);
+      VarlenRun run = make_run(dtype, 64, 2, 1, mask, std::vector<std::int32_t>(300, 65),
+                               std::vector<std::int32_t>(300, 70), seed++, 5);
       run.family = "varlen-wgmma";
       run.with_lse = dtype == DType::kFloat16;
       check(run);

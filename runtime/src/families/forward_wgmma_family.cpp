@@ -96,12 +96,14 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
 
 // The variable-length kernel: one block per (sequence, head, query block of max_seqlen_q), the portable
 // varlen kernel's grid; maps over the packed tensors as one batch of total rows (the kernel offsets its
-// coordinates by its sequence's first rows). No work buffer: it neither claims nor splits tiles.
+// coordinates by its sequence's first rows). No work buffer: it neither claims nor splits tiles. A call
+// without keys (total_k = 0) gets K and V maps of one row, which no block reads (every sequence has no key
+// tile): a map has no empty dimension.
 void build_varlen_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_varlen_forward_launch(plan, op_params, launch, args);
   const VarlenForwardParams& p = *static_cast<const VarlenForwardParams*>(op_params);
-  push_tensor_maps(plan, p.dtype, static_cast<int>(p.head_dim), p.q, p.k, p.v, p.o, p.total_q, p.total_k,
-                   p.heads_q, p.heads_kv, 1, args);
+  push_tensor_maps(plan, p.dtype, static_cast<int>(p.head_dim), p.q, p.k, p.v, p.o, p.total_q,
+                   std::max<std::int64_t>(p.total_k, 1), p.heads_q, p.heads_kv, 1, args);
   args.push(static_cast<unsigned*>(nullptr));
 }
 
