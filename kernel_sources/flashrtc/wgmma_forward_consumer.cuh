@@ -301,9 +301,8 @@ struct WgmmaForwardConsumer {
           // The wait in each arm of a branch, its own basic block, so that ptxas keeps it after the softmax.
           // wgmma.wait_group is .aligned: every warp of the group must take the same arm, so the branch is on
           // the step, the same for the whole group, not on each warp's own vote
-          // (docs/measurements/sanitizers/rescale_branch_synccheck.md). The last step rescales
-          // unconditionally, which keeps the arms distinct; alpha is exactly 1 for rows whose maximum did not
-          // move.
+          // (docs/measurements/sanitizers/rescale_branch_synccheck.md). The last step rescales unconditionally,
+          // which keeps the arms distinct; alpha is exactly 1 for rows whose maximum did not move.
           if (i + 1 < n_blocks) {
             wait_pv();
             if (__any_sync(0xffffffffu, moved)) rescale_o(alpha);

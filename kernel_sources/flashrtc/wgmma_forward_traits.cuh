@@ -108,9 +108,9 @@ struct WgmmaForwardTraits {
   // so K(i + 1) need not queue behind V(i)'s empty buffer), and on two consumer groups a step's Q K^T goes
   // out before the wait for the previous V. On an H200, bf16, causal 512-2k keys: +0.5 to +1.5% at d = 96-256
   // (d = 160 -1% at 512), +2.8 to +3.2% at d = 224, +1.3% at d = 64 512
-  // (docs/measurements/forward-hopper/k_ahead.md). Not without a mask: d = 256 there loses 1-2% from 2k keys,
-  // d = 128 (128x128) 1% at 2k. Three and four groups wait for both before their products: their Q K^T ahead
-  // of the V wait loses 4-10% (192x128 at d = 64, 2k keys and more).
+  // (docs/measurements/forward-hopper/k_ahead.md). Not without a mask: d = 256 there loses 1-2% from 2k keys, d = 128
+  // (128x128) 1% at 2k. Three and four groups wait for both before their products: their Q K^T ahead of the V
+  // wait loses 4-10% (192x128 at d = 64, 2k keys and more).
   static constexpr bool kKAhead = kMask != kernel::Mask::kNone;
   static constexpr bool kWaitVUnderQK = kKAhead && kConsumers == 2;
 
