@@ -5,7 +5,8 @@
 // case; o and lse are poisoned with NaN before the call, and rows after the last sequence must keep their
 // poison bit for bit. Hostile prefix sums (decreasing, negative, past the tensors) must neither fault nor
 // write outside the tensors. On sm_90a the Hopper family (varlen-wgmma) serves most of these calls; its own
-// cases below say so explicitly, across its tile boundaries.
+// cases below name it: lengths across its tile boundaries, sequences ending inside a query group, a call
+// without keys, and NaN in the keys past seqused_k that its last key tile reads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -48,6 +49,7 @@ struct VarlenRun {
   bool with_lse = true;
   std::optional<float> scale;
   const char* family = nullptr;  // the family the call must resolve to, where the case names one
+  bool poison_unused_keys = false;  // K and V rows past seqused_k hold NaN on the device (a cache's spare room)
 
   std::string describe() const {
     std::string lengths;
@@ -110,8 +112,16 @@ struct DeviceResult {
 DeviceResult run_on_device(const VarlenRun& run) {
   const VarlenProblem& p = run.p;
   const std::size_t elem = dtype_size(run.dtype);
-  const auto q_bytes = testing::encode(run.dtype, run.q), k_bytes = testing::encode(run.dtype, run.k),
-             v_bytes = testing::encode(run.dtype, run.v);
+  const auto q_bytes = testing::encode(run.dtype, run.q);
+  auto k_bytes = testing::encode(run.dtype, run.k), v_bytes = testing::encode(run.dtype, run.v);
+  if (run.poison_unused_keys)  // 0xFFFF: NaN in fp16 and bf16; the reference never reads these rows
+    for (std::int64_t b = 0; b < p.batch(); ++b) {
+      const std::size_t row = static_cast<std::size_t>(p.heads_kv * p.head_dim) * elem;
+      const std::size_t begin = static_cast<std::size_t>(p.cu_seqlens_k[b] + p.length_k(b)) * row;
+      const std::size_t end = static_cast<std::size_t>(p.cu_seqlens_k[b + 1]) * row;
+      std::fill(k_bytes.begin() + begin, k_bytes.begin() + end, 0xFF);
+      std::fill(v_bytes.begin() + begin, v_bytes.begin() + end, 0xFF);
+    }
   DeviceBuffer q_dev = upload(q_bytes.data(), q_bytes.size());
   DeviceBuffer k_dev = upload(k_bytes.data(), k_bytes.size()), v_dev = upload(v_bytes.data(), v_bytes.size());
   DeviceBuffer cu_q_dev = upload(p.cu_seqlens_q.data(), p.cu_seqlens_q.size() * sizeof(std::int32_t));
@@ -384,4 +394,20 @@ TEST_CASE("varlen forward on sm_90a: many sequences ending inside a group, no ls
       run.with_lse = dtype == DType::kFloat16;
       check(run);
     }
+}
+
+TEST_CASE("varlen forward on sm_90a: keys past seqused_k hold NaN and weigh nothing" * FLASHRTC_NEEDS_SM90A) {
+  // The Hopper kernel's last key tile reads a sequence's rows past seqused_k (a KV cache's spare room, here
+  // NaN in K and V): masked scores give P = 0, and the rows of V are cleared before P V, where 0 * NaN would
+  // be NaN. Used lengths on both sides of the key tiles, and one sequence with none.
+  std::uint64_t seed = 800;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128, 256})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenRun run = make_run(dtype, head_dim, 4, 2, mask, {70, 129, 1, 200}, {300, 200, 64, 256}, seed++);
+        run.p.seqused_k = {65, 128, 0, 129};
+        run.poison_unused_keys = true;
+        run.family = "varlen-wgmma";
+        check(run);
+      }
 }
