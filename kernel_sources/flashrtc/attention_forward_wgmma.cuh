@@ -15,6 +15,11 @@
 // mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp arrives on once its products have
 // read the buffer. The specialization's compile-time choices and its shared-memory map:
 // wgmma_forward_traits.cuh.
+//
+// kVarlen: the variable-length forward over the sequences of a packed call (docs/varlen.md), on the grid of
+// one block per (sequence, head, query block of max_seqlen_q): each block is moved onto its sequence where
+// it is made (VarlenForwardBlock), its TMA coordinates start at the sequence's first rows, and a group whose
+// rows run past the sequence's end stores its rows itself. Without it none of that is compiled.
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/sm90_async.cuh"
 #include "flashrtc/tile_scheduler.cuh"
@@ -30,20 +35,27 @@ namespace flashrtc {
 // work: the launch's work buffer: a zeroed counter where the kernel claims tiles (kPersistent under a causal
 // mask), the split tiles' flags and slots where p.whole_tiles < p.num_blocks (kStrideSplit), else unused.
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
-          bool kPersistent>
+          bool kPersistent, bool kVarlen = false>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_forward_wgmma(const __grid_constant__ kernel::ForwardParams p,
+    attention_forward_wgmma(const __grid_constant__ typename kernel::ForwardParamsOf<kVarlen>::type p,
                             const __grid_constant__ TmaDescriptor q_map,
                             const __grid_constant__ TmaDescriptor k_map,
                             const __grid_constant__ TmaDescriptor v_map,
                             const __grid_constant__ TmaDescriptor o_map, unsigned* work) {
-  using Traits = WgmmaForwardTraits<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, kPersistent>;
+  using Traits =
+      WgmmaForwardTraits<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, kPersistent, kVarlen>;
   using Block = typename Traits::Block;
+  // Every thread alike, before any barrier: a block whose first row lies past its sequence's end has no work.
+  if constexpr (kVarlen)
+    if (!Block(p, blockIdx.x, true).live) return;
 
   extern __shared__ unsigned char smem_raw[];
   const WgmmaForwardSmem<Traits> smem(smem_raw);
-  const typename Traits::Tiles tiles{p.num_blocks,      work,        smem.scheduler(),   p.whole_tiles,
-                                     p.split_key_tiles, p.split_run, p.split_longer_runs};
+  const kernel::ForwardParams& dense = kernel::dense_params(p);
+  const typename Traits::Tiles tiles{dense.num_blocks,       work,
+                                     smem.scheduler(),       dense.whole_tiles,
+                                     dense.split_key_tiles,  dense.split_run,
+                                     dense.split_longer_runs};
   const int tid = threadIdx.x;
   const int group = Traits::kUniformGroup ? __shfl_sync(0xffffffffu, tid / 128, 0) : tid / 128;
   const int warp = tid / 32;

@@ -73,6 +73,10 @@ struct ForwardBlock {
     diag = mask_diag<kMask>(seqlen_q, seqlen_kv);
     num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, seqlen_kv);
   }
+  // The lengths that bound the block's query rows and keys: the call's (a VarlenForwardBlock's: its
+  // sequence's, varlen_sequence.cuh).
+  __device__ __forceinline__ int seqlen_q(const kernel::ForwardParams& p) const { return p.seqlen_q; }
+  __device__ __forceinline__ int seqlen_kv(const kernel::ForwardParams& p) const { return p.seqlen_kv; }
   // One thread block per work tile.
   __device__ __forceinline__ explicit ForwardBlock(const kernel::ForwardParams& p) : ForwardBlock(p, blockIdx.x) {}
 };

@@ -49,6 +49,31 @@ __device__ __forceinline__ bool bind_varlen_sequence(const kernel::VarlenForward
   return true;
 }
 
+// A forward block of a packed call, moved onto its sequence where it is made, for the kernels that make their
+// block anew where they use it (the Hopper forward's producer, consumers and epilogue) rather than hold its
+// fields. live: whether the block's first query row lies within its sequence (bind_varlen_sequence).
+template <typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
+struct VarlenForwardBlock : ForwardBlock<T, kBlockM, kBlockN, kMask> {
+  VarlenSequence seq;
+  bool live;
+  __device__ __forceinline__ VarlenForwardBlock(const kernel::VarlenForwardParams& p, int tile, bool chunks)
+      : ForwardBlock<T, kBlockM, kBlockN, kMask>(p.dense, tile, chunks) {
+    live = bind_varlen_sequence(p, *this, seq);
+  }
+  __device__ __forceinline__ int seqlen_q(const kernel::VarlenForwardParams&) const { return seq.seqlen_q; }
+  __device__ __forceinline__ int seqlen_kv(const kernel::VarlenForwardParams&) const { return seq.seqlen_kv; }
+};
+
+// The block type of a forward kernel: the variable-length variant's moves onto its sequence.
+template <bool kVarlen, typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
+struct ForwardBlockOf {
+  using type = ForwardBlock<T, kBlockM, kBlockN, kMask>;
+};
+template <typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
+struct ForwardBlockOf<true, T, kBlockM, kBlockN, kMask> {
+  using type = VarlenForwardBlock<T, kBlockM, kBlockN, kMask>;
+};
+
 // The sequence as a dense problem of its own lengths, for the code that takes a whole ForwardParams.
 __device__ __forceinline__ kernel::ForwardParams sequence_params(const kernel::ForwardParams& p,
                                                                  const VarlenSequence& seq) {

@@ -39,7 +39,7 @@ struct WgmmaForwardConsumer {
   using Block = typename Traits::Block;
   using Tiles = typename Traits::Tiles;
 
-  const kernel::ForwardParams& p;
+  const typename Traits::Params& p;  // a packed call's: its sequences' lengths come with the block
   const WgmmaForwardSmem<Traits>& smem;
   const int& tid;
   const int& consumer;  // the consumer warp group: group - 1
@@ -104,6 +104,28 @@ struct WgmmaForwardConsumer {
   __device__ __forceinline__ void pass_turn() const {
     if constexpr (Traits::kPingPong) named_barrier_arrive(1 + (consumer ^ 1), 256);
   }
+  // kVarlen: the rows from keys_left on of the V tile in `stage` (the first key tile visited; its keys past
+  // the sequence's end are the next sequence's, or spare ones past seqused_k) set to 0 before the group's
+  // P V reads them: their P is 0, but 0 * inf or NaN would not be. Both groups write the same zeros, each
+  // before its own product (the buffer goes back to the producer only after both), fenced for the async
+  // proxy wgmma reads through. keys_left is the same for the whole group: every thread meets the barrier.
+  __device__ __forceinline__ void clear_v_past_end(int stage, long long keys_left) const {
+    if (keys_left >= Traits::kBlockN) return;
+    constexpr int kRowChunks = Traits::kPanelBytes / 16;  // 16-byte chunks of a panel's row
+    const int first = keys_left < 0 ? 0 : static_cast<int>(keys_left);
+    const int per_panel = (Traits::kBlockN - first) * kRowChunks;
+    const unsigned v_tile = smem.v_smem + stage * Traits::kKVBytes;
+    // A swizzle permutes the chunks within a row: whole rows are contiguous.
+    for (int i = tid % 128; i < per_panel * Traits::kPanels; i += 128) {
+      const int panel = i / per_panel;
+      const int chunk = i % per_panel;
+      const unsigned address =
+          v_tile + unsigned(panel * Traits::kBlockN + first) * Traits::kPanelBytes + unsigned(chunk) * 16u;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0) : "memory");
+    }
+    fence_async_shared();
+    named_barrier_sync(3 + consumer, 128);  // the epilogue's id: the group's own barrier
+  }
   // Each consumer warp arrives once it no longer reads the buffer.
   __device__ __forceinline__ void release(unsigned bar) const {
     __syncwarp();
@@ -119,7 +141,7 @@ struct WgmmaForwardConsumer {
   __device__ __forceinline__ bool softmax_columns(const KeyMask<Traits::kMask>& mask, long long group_m0,
                                                   long long row0, long long n0, bool first_tile,
                                                   float (&alpha)[2]) {
-    float scale = p.scale_log2;
+    float scale = kernel::dense_params(p).scale_log2;
     if ((Traits::kMask != kernel::Mask::kNone || first_tile) && mask.tile_needs_mask(group_m0, n0, N)) {
       // A hidden score is the one the scaled exponent takes to 0: -inf, +inf under a negative scale, so the
       // scale stays folded into the exponent (no multiply per score: +2.7% at d = 256 causal 4k-8k keys on an
@@ -203,7 +225,7 @@ struct WgmmaForwardConsumer {
         Traits::kSplits ? min(w.key_end, block.num_n_blocks) - w.key_begin : block.num_n_blocks;
     const long long group_m0 = block.m0 + 64 * consumer;
     const long long row0 = group_m0 + 16 * warp_in_group + lane / 4;
-    const KeyMask<Traits::kMask> mask{p.seqlen_kv, block.diag};
+    const KeyMask<Traits::kMask> mask{block.seqlen_kv(p), block.diag};
 #pragma unroll
     for (int h = 0; h < 2; ++h) m_run[h] = negative_infinity(), l_run[h] = 0.f;
 #pragma unroll
@@ -285,10 +307,18 @@ struct WgmmaForwardConsumer {
         const int stage = stage_of(i);
         const int prev = stage_of(i - 1);
         mbarrier_wait(smem.k_full(stage), phase_of(i));
-        if constexpr (!Traits::kWaitVUnderQK) mbarrier_wait(smem.v_full(prev), phase_of(i - 1));
+        if constexpr (!Traits::kWaitVUnderQK) {
+          mbarrier_wait(smem.v_full(prev), phase_of(i - 1));
+          if constexpr (Traits::kVarlen)
+            if (i == 1) clear_v_past_end(prev, mask.seqlen_kv - first_n0);
+        }
         wait_turn();
         issue_qk(stage);
-        if constexpr (Traits::kWaitVUnderQK) mbarrier_wait(smem.v_full(prev), phase_of(i - 1));
+        if constexpr (Traits::kWaitVUnderQK) {
+          mbarrier_wait(smem.v_full(prev), phase_of(i - 1));
+          if constexpr (Traits::kVarlen)
+            if (i == 1) clear_v_past_end(prev, mask.seqlen_kv - first_n0);  // the group's own barrier
+        }
         issue_pv(prev);
         pass_turn();
         wgmma_wait<1>();  // S is done; P V may still run
@@ -321,6 +351,8 @@ struct WgmmaForwardConsumer {
       if constexpr (Traits::kOInKV) release(smem.q_empty(consumer, u.q_slot));
       const int last = stage_of(n_blocks - 1);
       mbarrier_wait(smem.v_full(last), phase_of(n_blocks - 1));
+      if constexpr (Traits::kVarlen)
+        if (n_blocks == 1) clear_v_past_end(last, mask.seqlen_kv - first_n0);
       wait_turn();
       issue_pv(last);
       pass_turn();

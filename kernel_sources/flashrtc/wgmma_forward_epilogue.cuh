@@ -49,6 +49,30 @@ __device__ __forceinline__ bool wgmma_forward_split_tile(WgmmaForwardConsumer<Tr
   return true;
 }
 
+// The first `rows` (< 64) of a group's O tile in shared memory (swizzled panels, as the O map stores them),
+// each 16-byte chunk by one of the group's 128 threads (t: the thread's index in the group), to the rows from
+// group_m0 of o (the block's first row, its head).
+template <class Traits>
+__device__ __forceinline__ void wgmma_forward_store_rows(unsigned o_tile, typename Traits::T* o,
+                                                         long long o_stride_seq, long long group_m0,
+                                                         long long rows, int t) {
+  constexpr int kChunks = Traits::kHeadDim / 8;  // 16-byte chunks of a row
+  constexpr int kPanelElements = Traits::kPanelElements;
+  const int chunks = static_cast<int>(rows) * kChunks;
+  for (int i = t; i < chunks; i += 128) {
+    const int r = i / kChunks;
+    const int col = i % kChunks * 8;
+    const unsigned address = o_tile + (col / kPanelElements) * 64u * Traits::kPanelBytes +
+                             Traits::Panel::offset(r, (col % kPanelElements) * 2);
+    uint4 chunk;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(chunk.x), "=r"(chunk.y), "=r"(chunk.z), "=r"(chunk.w)
+                 : "r"(address)
+                 : "memory");
+    *reinterpret_cast<uint4*>(o + (group_m0 + r) * o_stride_seq + col) = chunk;
+  }
+}
+
 // O / l as 16-bit into the group's Q tile (its last reader, the final Q K^T, has completed), in the swizzled
 // layout the O map stores from, and lse; then one thread stores O and, once the store has read the tile,
 // hands it back to the producer (with two Q slots, during the next unit). In a tile loop the addresses come
@@ -61,7 +85,7 @@ __device__ __forceinline__ void wgmma_forward_store(WgmmaForwardConsumer<Traits>
   using Panel = typename Traits::Panel;
   constexpr int kPanelBytes = Traits::kPanelBytes;
   constexpr int kPanelElements = Traits::kPanelElements;
-  const kernel::ForwardParams& p = c.p;
+  const typename Traits::Params& p = c.p;
   const int lane = c.lane;
   // Recomputed, not held through the main loop, where registers are short.
   const typename Traits::Block out(p, w.tile, true);
@@ -88,15 +112,25 @@ __device__ __forceinline__ void wgmma_forward_store(WgmmaForwardConsumer<Traits>
           pack2<typename Traits::T>(c.acc_o[4 * t + 2 * h] * inv_l, c.acc_o[4 * t + 2 * h + 1] * inv_l);
       asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(packed) : "memory");
     }
-    if (lse_row && lane % 4 == 0 && u.row0 + 8 * h < p.seqlen_q)
+    if (lse_row && lane % 4 == 0 && u.row0 + 8 * h < out.seqlen_q(p))
       lse_row[u.row0 + 8 * h] = row_lse(c.m_run[h], l);
   }
   fence_async_shared();
   named_barrier_sync(3 + c.consumer, 128);  // ids 1 and 2 are the ping-pong turns
+  if constexpr (Traits::kVarlen) {
+    // A group whose 64 rows run past its sequence's end: the rows after it are the next sequence's, which
+    // a TMA box would overwrite (a race with that sequence's blocks). Its threads store the sequence's rows.
+    const long long rows = out.seqlen_q(p) - u.group_m0;
+    if (rows < 64) {
+      wgmma_forward_store_rows<Traits>(o_tile, out.o, kernel::dense_params(p).o_stride_seq, u.group_m0, rows,
+                                       c.tid % 128);
+      return;
+    }
+  }
   if (c.tid % 128 == 0) {
     for (int panel = 0; panel < Traits::kPanels; ++panel)
       tma_store_4d(o_map, o_tile + panel * 64u * kPanelBytes, panel * kPanelElements,
-                   static_cast<int>(u.group_m0), out.head, out.batch);
+                   static_cast<int>(u.group_m0) + Traits::first_q_row(out), out.head, Traits::map_batch(out));
     tma_store_commit();
     if (!Traits::kDeferredHandBack && !o_in_kv) {
       tma_store_wait_read();

@@ -17,7 +17,7 @@ template <class Traits>
 struct WgmmaForwardProducer {
   using Block = typename Traits::Block;
 
-  const kernel::ForwardParams& p;
+  const typename Traits::Params& p;
   const TmaDescriptor& q_map;
   const TmaDescriptor& k_map;
   const TmaDescriptor& v_map;
@@ -42,7 +42,8 @@ struct WgmmaForwardProducer {
         tma_load_4d(smem.q_smem + (slot * Traits::kConsumers + g) * Traits::kQGroupBytes +
                         panel * 64u * Traits::kPanelBytes,
                     q_map, smem.q_full(g, slot), panel * Traits::kPanelElements,
-                    static_cast<int>(block.m0) + 64 * g, block.head, block.batch);
+                    static_cast<int>(block.m0) + 64 * g + Traits::first_q_row(block), block.head,
+                    Traits::map_batch(block));
     }
   }
   // The K (load_k) or V (load_v) tile at key n0 into ring position `pos`, once the stage's previous tile has
@@ -55,7 +56,8 @@ struct WgmmaForwardProducer {
     for (int panel = 0; panel < Traits::kPanels; ++panel)
       tma_load_4d(tiles_smem + (pos % Traits::kStages) * Traits::kKVBytes +
                       panel * unsigned(Traits::kBlockN) * Traits::kPanelBytes,
-                  map, full, panel * Traits::kPanelElements, n0, block.kv_head, block.batch);
+                  map, full, panel * Traits::kPanelElements, n0 + Traits::first_key_row(block), block.kv_head,
+                  Traits::map_batch(block));
   }
   __device__ __forceinline__ void load_k(const Block& block, int pos, int n0) {
     const int stage = pos % Traits::kStages;
@@ -112,7 +114,7 @@ struct WgmmaForwardProducer {
 
 // By the producer thread: every load of the block's units of work.
 template <class Traits>
-__device__ __forceinline__ void wgmma_forward_produce(const kernel::ForwardParams& p,
+__device__ __forceinline__ void wgmma_forward_produce(const typename Traits::Params& p,
                                                       const TmaDescriptor& q_map, const TmaDescriptor& k_map,
                                                       const TmaDescriptor& v_map,
                                                       const WgmmaForwardSmem<Traits>& smem,

@@ -6,13 +6,14 @@
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/sm90_async.cuh"
 #include "flashrtc/tile_scheduler.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_forward_shape.cuh"
 
 namespace flashrtc {
 
 template <typename T_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_,
-          kernel::Mask kMask_, bool kPersistent_>
+          kernel::Mask kMask_, bool kPersistent_, bool kVarlen_ = false>
 struct WgmmaForwardTraits {
   using T = T_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -21,6 +22,12 @@ struct WgmmaForwardTraits {
   static constexpr int kStages = kStages_;
   static constexpr kernel::Mask kMask = kMask_;
   static constexpr bool kPersistent = kPersistent_;
+  // The variable-length forward (docs/varlen.md): one block per (sequence, head, query block), each moved
+  // onto its sequence (VarlenForwardBlock). Not on a persistent grid: a schedule of the ragged tiles, longest
+  // first, is a later step.
+  static constexpr bool kVarlen = kVarlen_;
+  static_assert(!kVarlen || !kPersistent, "the variable-length kernel takes one block per work tile");
+  using Params = typename kernel::ForwardParamsOf<kVarlen>::type;
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
   static constexpr WgmmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps_, kStages, kPersistent};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper forward kernel");
@@ -38,7 +45,27 @@ struct WgmmaForwardTraits {
   static constexpr int kOTiles = kHeadDim / 8;  // 8-column tiles of O
   static constexpr int kQKSteps = kHeadDim / 16;
   static constexpr int kPVSteps = kBlockN / 16;
-  using Block = ForwardBlock<T, kBlockM, kBlockN, kMask>;
+  using Block = typename ForwardBlockOf<kVarlen, T, kBlockM, kBlockN, kMask>::type;
+  // TMA coordinates: a packed call's maps are one batch of its sequences one after another, so a block's rows
+  // start at its sequence's first row; a dense call's, at row 0 of its batch.
+  __device__ __forceinline__ static int first_q_row(const Block& block) {
+    if constexpr (kVarlen)
+      return block.seq.first_q;
+    else
+      return 0;
+  }
+  __device__ __forceinline__ static int first_key_row(const Block& block) {
+    if constexpr (kVarlen)
+      return block.seq.first_k;
+    else
+      return 0;
+  }
+  __device__ __forceinline__ static int map_batch(const Block& block) {
+    if constexpr (kVarlen)
+      return 0;
+    else
+      return block.batch;
+  }
 
   static constexpr TileSchedule kSchedule =
       !kPersistent                                          ? TileSchedule::kOneTile

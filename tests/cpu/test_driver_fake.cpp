@@ -1,7 +1,7 @@
 // The driver layer against a fake driver table (helpers/fake_driver.hpp), on every machine: the no-device
 // paths, driver failures (launch error, out of memory, lost context), launches with and without thread
-// block clusters, tensor maps and their memo, scratch memory on a stream, and attention_forward end to end
-// (NVRTC really compiles; the fake loads the cubin and records the launch).
+// block clusters, tensor maps and their memo, scratch memory on a stream, and attention_forward and the
+// Hopper varlen forward end to end (NVRTC really compiles; the fake loads the cubin and records the launch).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include "driver/tensor_map.hpp"
 #include "families/family_compile.hpp"
 #include "flashrtc/attention.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc/error.hpp"
@@ -767,4 +768,73 @@ TEST_CASE_FIXTURE(RestoresRealDriver, "a first attention_forward captured into a
   }
   FLASHRTC_CU_CHECK(cuGraphExecDestroy, exec);
   FLASHRTC_CU_CHECK(cuGraphDestroy, graph);
+}
+
+TEST_CASE_FIXTURE(RestoresRealDriver,
+                  "a varlen call on sm_90 launches the Hopper varlen kernel, one block per tile") {
+  // 3 sequences, 40 packed queries (max 20), 50 keys (max 30): varlen-wgmma's kernel on B * Hq * ceil(20 /
+  // block_m) blocks, whatever the SM count, with the packed call's parameters and maps over q, k, v and o.
+  FakeDriver fake;
+  Stream stream;
+  VarlenForwardParams p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 3;
+  p.total_q = 40;
+  p.total_k = 50;
+  p.max_seqlen_q = 20;
+  p.max_seqlen_k = 30;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  p.mask = MaskKind::kCausalBottomRight;
+  p.q = TensorRef::bnhd(reinterpret_cast<const void*>(0x100000), p.total_q, p.heads_q, p.head_dim);
+  p.k = TensorRef::bnhd(reinterpret_cast<const void*>(0x200000), p.total_k, p.heads_kv, p.head_dim);
+  p.v = TensorRef::bnhd(reinterpret_cast<const void*>(0x300000), p.total_k, p.heads_kv, p.head_dim);
+  p.o = TensorRef::bnhd(reinterpret_cast<const void*>(0x400000), p.total_q, p.heads_q, p.head_dim);
+  p.cu_seqlens_q = reinterpret_cast<const std::int32_t*>(0x500000);
+  p.cu_seqlens_k = reinterpret_cast<const std::int32_t*>(0x500100);
+  p.lse = reinterpret_cast<float*>(0x600000);
+  p.stream = stream.handle();
+  const ConfigResolution r = resolve_config(p);
+  REQUIRE(r.family != nullptr);
+  CHECK(r.family->name == "varlen-wgmma");
+  kernel::VarlenForwardParams seen{};
+  const void* map_addresses[4] = {};
+  unsigned* work = reinterpret_cast<unsigned*>(0x1);
+  fake.on_launch = [&](const test::RecordedLaunch&, void** args) {
+    std::memcpy(&seen, args[0], sizeof(seen));
+    for (int i = 0; i < 4; ++i) {
+      CUtensorMap map;
+      std::memcpy(&map, args[1 + i], sizeof(map));
+      std::memcpy(&map_addresses[i], map.opaque + 1, sizeof(void*));
+    }
+    std::memcpy(&work, args[5], sizeof(work));
+  };
+  attention_varlen_forward(p);
+  auto launches = fake.launches();
+  REQUIRE(launches.size() == 1);
+  const unsigned blocks = 3u * 4u * static_cast<unsigned>((20 + r.config.block_m - 1) / r.config.block_m);
+  CHECK(launches[0].grid[0] == blocks);
+  CHECK(launches[0].block[0] == static_cast<unsigned>(r.config.warps * 32));
+  CHECK(contains(launches[0].kernel, "attention_forward_wgmma"));
+  CHECK(seen.dense.num_blocks == static_cast<int>(blocks));
+  CHECK(seen.dense.seqlen_q == 20);
+  CHECK(seen.dense.seqlen_kv == 30);
+  CHECK(seen.dense.q_stride_batch == 0);
+  CHECK(seen.total_q == 40);
+  CHECK(seen.total_k == 50);
+  CHECK(seen.cu_seqlens_q == p.cu_seqlens_q);
+  CHECK(seen.cu_seqlens_k == p.cu_seqlens_k);
+  CHECK(seen.dense.lse == p.lse);
+  CHECK(map_addresses[0] == p.q.data);
+  CHECK(map_addresses[1] == p.k.data);
+  CHECK(map_addresses[2] == p.v.data);
+  CHECK(map_addresses[3] == p.o.data);
+  CHECK(work == nullptr);  // no tile counter, no split
+
+  // No key in any sequence: K and V maps of one row (a map has no empty dimension), still launched.
+  p.total_k = p.max_seqlen_k = 0;
+  attention_varlen_forward(p);
+  CHECK(fake.launches().size() == 2);
+  CHECK(seen.total_k == 0);
 }

@@ -1,8 +1,8 @@
 // The variable-length forward's C++ API without a device: every argument rule throws kInvalidArgument naming
-// the argument before anything touches a device, the call resolves to its dtype's varlen family (varlen-mma
-// for fp16 and bf16, varlen-simt for fp32) from its host bounds, and the kernel parameters index the packed
-// tensors per sequence.
-// Pointers are fake (never dereferenced without a device).
+// the argument before anything touches a device, dtypes no family serves are kUnsupported, the call resolves
+// to its dtype's varlen family from its host bounds (varlen-wgmma on sm_90a where a TMA map describes the
+// tensors, else varlen-mma, for fp16 and bf16; varlen-simt for fp32), and the kernel parameters index the
+// packed tensors per sequence. Pointers are fake (never dereferenced without a device).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "families/forward_launch.hpp"
 #include "flashrtc/attention.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel.hpp"
@@ -221,20 +222,34 @@ TEST_CASE("a varlen call resolves to the varlen family from its host bounds") {
   CHECK(q.seqlen_q == p.max_seqlen_q);
   CHECK(q.seqlen_kv == p.max_seqlen_k);
   CHECK(q.mask == p.mask);
+  CHECK(q.traits == kAllCallTraits);
+  const auto tile_args = [](const KernelSpec& spec) {
+    return std::to_string(spec.tile.block_m) + ", " + std::to_string(spec.tile.block_n) + ", " +
+           std::to_string(spec.tile.warps) + ", " + std::to_string(spec.tile.stages);
+  };
   for (const char* arch : {"sm_80", "sm_90a", "sm_100", "sm_120"}) {
     INFO(std::string(arch));
-    DeviceTarget target = no_device_target();
-    target.arch = arch;
+    const DeviceTarget target = assumed_device_target("", arch);
     const ConfigResolution r = resolve_config(q, target);
     REQUIRE(r.family != nullptr);
-    CHECK(r.family->name == "varlen-mma");
     const KernelSpec spec = call_kernel_spec(q, r);
     // The dense kernel template's variable-length instantiation; the dense family's name expression has no
-    // such argument (the template's default, false).
-    CHECK(r.family->name_expression(spec) ==
-          "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, " + std::to_string(spec.tile.block_m) +
-              ", " + std::to_string(spec.tile.block_n) + ", " + std::to_string(spec.tile.warps) + ", " +
-              std::to_string(spec.tile.stages) + ", flashrtc::kernel::Mask::kCausalBottomRight, true>");
+    // such argument (the template's default, false). sm_90a takes the Hopper template, on one block per tile.
+    if (std::string(arch) == "sm_90a") {
+      CHECK(r.family->name == "varlen-wgmma");
+      CHECK_FALSE(spec.persistent);
+      CHECK(r.family->name_expression(spec) ==
+            "flashrtc::attention_forward_wgmma<flashrtc::bfloat16_t, 128, " + tile_args(spec) +
+                ", flashrtc::kernel::Mask::kCausalBottomRight, false, true>");
+      // The dense family's tiles and defaults.
+      CHECK(r.config == find_kernel_family("wgmma")->default_config(
+                            DType::kBFloat16, 128, p.mask, target.smem_limit_bytes, p.max_seqlen_k, arch));
+      continue;
+    }
+    CHECK(r.family->name == "varlen-mma");
+    CHECK(r.family->name_expression(spec) == "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, " +
+                                                 tile_args(spec) +
+                                                 ", flashrtc::kernel::Mask::kCausalBottomRight, true>");
     const KernelFamily& dense = *find_kernel_family("mma");
     const std::string dense_name = dense.name_expression(spec);
     const std::string dense_end = "Mask::kCausalBottomRight>";
@@ -300,6 +315,49 @@ TEST_CASE("varlen-simt compiles for sm_80 and sm_90a without spills, within the 
       CHECK(r.registers <= kDefaultMaxRegisters);
       CHECK(r.spill_store_bytes == 0);
       CHECK(r.spill_load_bytes == 0);
+    }
+}
+
+TEST_CASE("on sm_90a, varlen calls the Hopper family cannot take run on varlen-mma") {
+  const DeviceTarget target = assumed_device_target("", "sm_90a");
+  const auto family_of = [&](const VarlenForwardParams& p) {
+    return resolve_config(config_query(p), target).family->name;
+  };
+  for (MaskKind mask : kMaskKinds)
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+      for (std::int64_t d : {32, 64, 96, 128, 160, 192, 224, 256}) {
+        INFO(to_string(mask) << " " << to_string(dtype) << " d=" << d);
+        VarlenForwardParams p = valid_params(dtype, d);
+        p.mask = mask;
+        CHECK(family_of(p) == (d >= 64 && d % 32 == 0 ? "varlen-wgmma" : "varlen-mma"));
+      }
+  // A zero head stride over more than one head (K and V broadcast) is no TMA map.
+  VarlenForwardParams p = valid_params(DType::kFloat16, 128);
+  p.k.stride_head = 0;
+  CHECK(config_query(p).traits == 0u);
+  CHECK(family_of(p) == "varlen-mma");
+  // One head: its stride is never followed.
+  p.heads_q = p.heads_kv = 1;
+  CHECK(config_query(p).traits == kAllCallTraits);
+  CHECK(family_of(p) == "varlen-wgmma");
+}
+
+TEST_CASE("the Hopper varlen family: the dense family's tiles and defaults, no persistent grid") {
+  const KernelFamily& dense = *find_kernel_family("wgmma");
+  const KernelFamily* varlen = find_kernel_family("varlen-wgmma");
+  REQUIRE(varlen != nullptr);
+  CHECK(varlen->operation == Operation::kForwardVarlen);
+  CHECK(varlen->needs_arch_specific);
+  CHECK(varlen->header == dense.header);
+  CHECK(varlen->kernel_template == dense.kernel_template);
+  CHECK(varlen->takes(TemplateArg::kVarlen));
+  CHECK(varlen->persistent.empty());
+  for (MaskKind mask : kMaskKinds)
+    for (std::int64_t keys : {0, 512, 4096, 16384}) {
+      CHECK_FALSE(varlen->runs_persistent(mask, keys));
+      for (int d : {64, 96, 128, 192, 256})
+        CHECK(varlen->default_config(DType::kFloat16, d, mask, kSmemBytesSm90, keys, "sm_90a") ==
+              dense.default_config(DType::kFloat16, d, mask, kSmemBytesSm90, keys, "sm_90a"));
     }
 }
 

@@ -1,10 +1,13 @@
 // attention_varlen_forward against the varlen reference (varlen_reference.hpp, each sequence through the
 // dense reference): lengths 1, 2 and odd, sequences without keys or queries, a batch of one, 1000 sequences
 // of length 1..17, Nq != Nk both ways, GQA and MQA, every mask (causal counted from each sequence's start,
-// both alignments), seqused_k, every head dim of the default table, fp16 and bf16 (varlen-mma) and fp32
-// (varlen-simt). Fresh random inputs per case; o and lse are poisoned with NaN before the call, and rows
-// after the last sequence must keep their poison bit for bit. Hostile prefix sums (decreasing, negative, past
-// the tensors) must neither fault nor write outside the tensors.
+// both alignments), seqused_k, every head dim of the default table, fp16 and bf16 (varlen-mma, and on sm_90a
+// varlen-wgmma) and fp32 (varlen-simt). Fresh random inputs per case; o and lse are poisoned with NaN before
+// the call, and rows after the last sequence must keep their poison bit for bit. Hostile prefix sums
+// (decreasing, negative, past the tensors) must neither fault nor write outside the tensors. On sm_90a the
+// Hopper family serves most 16-bit calls; its own cases below name it: lengths across its tile boundaries,
+// sequences ending inside a query group, a call without keys, and NaN in the keys past seqused_k that its
+// last key tile reads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,8 +20,10 @@
 #include <vector>
 
 #include "flashrtc/attention.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_reference/varlen_reference.hpp"
+#include "gpu_requirements.hpp"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;
@@ -44,6 +49,8 @@ struct VarlenRun {
   std::vector<double> q, k, v;
   bool with_lse = true;
   std::optional<float> scale;
+  const char* family = nullptr;  // the family the call must resolve to, where the case names one
+  bool poison_unused_keys = false;  // K and V rows past seqused_k hold NaN on the device (a cache's spare room)
 
   std::string describe() const {
     std::string lengths;
@@ -106,8 +113,16 @@ struct DeviceResult {
 DeviceResult run_on_device(const VarlenRun& run) {
   const VarlenProblem& p = run.p;
   const std::size_t elem = dtype_size(run.dtype);
-  const auto q_bytes = testing::encode(run.dtype, run.q), k_bytes = testing::encode(run.dtype, run.k),
-             v_bytes = testing::encode(run.dtype, run.v);
+  const auto q_bytes = testing::encode(run.dtype, run.q);
+  auto k_bytes = testing::encode(run.dtype, run.k), v_bytes = testing::encode(run.dtype, run.v);
+  if (run.poison_unused_keys)  // 0xFFFF: NaN in fp16 and bf16; the reference never reads these rows
+    for (std::int64_t b = 0; b < p.batch(); ++b) {
+      const std::size_t row = static_cast<std::size_t>(p.heads_kv * p.head_dim) * elem;
+      const std::size_t begin = static_cast<std::size_t>(p.cu_seqlens_k[b] + p.length_k(b)) * row;
+      const std::size_t end = static_cast<std::size_t>(p.cu_seqlens_k[b + 1]) * row;
+      std::fill(k_bytes.begin() + begin, k_bytes.begin() + end, 0xFF);
+      std::fill(v_bytes.begin() + begin, v_bytes.begin() + end, 0xFF);
+    }
   DeviceBuffer q_dev = upload(q_bytes.data(), q_bytes.size());
   DeviceBuffer k_dev = upload(k_bytes.data(), k_bytes.size()), v_dev = upload(v_bytes.data(), v_bytes.size());
   DeviceBuffer cu_q_dev = upload(p.cu_seqlens_q.data(), p.cu_seqlens_q.size() * sizeof(std::int32_t));
@@ -139,6 +154,7 @@ DeviceResult run_on_device(const VarlenRun& run) {
   params.lse = run.with_lse ? static_cast<float*>(lse_dev.data()) : nullptr;
   params.softmax_scale = run.scale;
   params.mask = p.mask;
+  if (run.family) REQUIRE(resolve_config(params).family->name == std::string(run.family));
   attention_varlen_forward(params);
   device_synchronize();  // throws with the failure of the launch
 
@@ -371,4 +387,65 @@ TEST_CASE("varlen forward fp32: seqused_k, a negative scale, no lse, 1000 short 
   std::vector<std::int32_t> lq(1000), lk(1000);
   for (std::size_t b = 0; b < lq.size(); ++b) lq[b] = length(rng), lk[b] = length(rng);
   check(make_run(DType::kFloat32, 64, 4, 2, MaskKind::kCausalBottomRight, lq, lk, seed++));
+}
+
+// The Hopper family (varlen-wgmma), named: its TMA loads read past a sequence's end into the next one's rows
+// (masked), and a query group that runs past its sequence's end stores its rows itself where a TMA box would
+// overwrite the next sequence's. Each length list is followed by spare rows no sequence owns, which keep
+// their poison; the lengths sit on both sides of the 64-row groups and the 64-192-row blocks and key tiles.
+TEST_CASE("varlen forward on sm_90a: the Hopper family across tile boundaries" * FLASHRTC_NEEDS_SM90A) {
+  const std::vector<std::int32_t> lq = {1, 63, 64, 65, 127, 128, 129, 1000};
+  const std::vector<std::int32_t> lk = {129, 1000, 65, 0, 64, 127, 1, 63};  // an empty key sequence
+  std::uint64_t seed = 600;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128, 256})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenRun run = make_run(dtype, head_dim, 4, 2, mask, lq, lk, seed++, 70);  // GQA
+        run.family = "varlen-wgmma";
+        check(run);
+      }
+  // No key in the whole call (total_k = 0): every row o = 0, lse = -inf.
+  for (MaskKind mask : kMaskKinds) {
+    VarlenRun run = make_run(DType::kFloat16, 128, 2, 1, mask, {5, 70}, {0, 0}, seed++, 3);
+    run.family = "varlen-wgmma";
+    check(run);
+  }
+  // Each length as the last sequence: the rows after it belong to no sequence and must stay poisoned, also
+  // where it ends inside a group; Nq = Nk there, and a sequence of 1000 queries before it.
+  for (std::int32_t last : lq)
+    for (MaskKind mask : kMaskKinds) {
+      VarlenRun run = make_run(DType::kBFloat16, 128, 2, 2, mask, {1000, last}, {1000, last}, seed++, 64);
+      run.family = "varlen-wgmma";
+      check(run);
+    }
+}
+
+TEST_CASE("varlen forward on sm_90a: many sequences ending inside a group, no lse" * FLASHRTC_NEEDS_SM90A) {
+  // 300 sequences of 65 queries: each one's second group holds one row of it and 63 of the next sequence,
+  // which that group must not write (the next sequence's own values are checked against the reference).
+  std::uint64_t seed = 700;
+  for (DType dtype : kDtypes)
+    for (MaskKind mask : kMaskKinds) {
+      VarlenRun run = make_run(dtype, 64, 2, 1, mask, std::vector<std::int32_t>(300, 65),
+                               std::vector<std::int32_t>(300, 70), seed++, 5);
+      run.family = "varlen-wgmma";
+      run.with_lse = dtype == DType::kFloat16;
+      check(run);
+    }
+}
+
+TEST_CASE("varlen forward on sm_90a: keys past seqused_k hold NaN and weigh nothing" * FLASHRTC_NEEDS_SM90A) {
+  // The Hopper kernel's last key tile reads a sequence's rows past seqused_k (a KV cache's spare room, here
+  // NaN in K and V): masked scores give P = 0, and the rows of V are cleared before P V, where 0 * NaN would
+  // be NaN. Used lengths on both sides of the key tiles, and one sequence with none.
+  std::uint64_t seed = 800;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128, 256})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenRun run = make_run(dtype, head_dim, 4, 2, mask, {70, 129, 1, 200}, {300, 200, 64, 256}, seed++);
+        run.p.seqused_k = {65, 128, 0, 129};
+        run.poison_unused_keys = true;
+        run.family = "varlen-wgmma";
+        check(run);
+      }
 }

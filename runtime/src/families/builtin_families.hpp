@@ -9,6 +9,7 @@ namespace flashrtc::detail {
 const KernelFamily& forward_wgmma_family();
 const KernelFamily& forward_mma_family();
 const KernelFamily& forward_varlen_mma_family();
+const KernelFamily& forward_varlen_wgmma_family();
 const KernelFamily& forward_simt_family();
 const KernelFamily& forward_varlen_simt_family();
 const KernelFamily& backward_wgmma_family();
@@ -36,7 +37,7 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &backward_dq_convert_family(), &decode_mma_family(),         &kv_append_family(),
           &decode_combine_family(),      &merge_states_family(),
           &decode_simt_family(),         &backward_wgmma_fused_family(), &backward_wgmma_split_family(),
-          &forward_varlen_mma_family(),  &forward_varlen_simt_family()};
+          &forward_varlen_mma_family(),  &forward_varlen_simt_family(), &forward_varlen_wgmma_family()};
 }
 
 }  // namespace flashrtc::detail

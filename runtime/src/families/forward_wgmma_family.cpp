@@ -1,6 +1,8 @@
 // Forward attention for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_forward_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls it
-// cannot take (head dims off its grid, strides no TMA map describes) fall back to that family.
+// cannot take (head dims off its grid, strides no TMA map describes) fall back to that family. Its
+// variable-length variant (varlen-wgmma) is the same kernel template over the sequences of a packed call,
+// with the same tiles, above varlen-mma.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -20,6 +22,19 @@ namespace {
 
 WgmmaForwardShape shape(const KernelSpec& s) {
   return {s.head_dim, s.tile.block_m, s.tile.block_n, s.tile.warps, s.tile.stages, s.persistent};
+}
+
+// The kernel's Q, K, V and O maps, after its parameters: tensors of `batch` batches (a packed call's are
+// one).
+void push_tensor_maps(const CallPlan& plan, DType dtype, int head_dim, const TensorRef& q, const TensorRef& k,
+                      const TensorRef& v, const TensorRef& o, std::int64_t seqlen_q, std::int64_t seqlen_kv,
+                      std::int64_t heads_q, std::int64_t heads_kv, std::int64_t batch, KernelArgs& args) {
+  const int panel = shape(plan.spec).panel_bytes();
+  const int block_n = plan.spec.tile.block_n;
+  args.push(attention_tensor_map(q, dtype, seqlen_q, heads_q, batch, head_dim, 64, panel));
+  args.push(attention_tensor_map(k, dtype, seqlen_kv, heads_kv, batch, head_dim, block_n, panel));
+  args.push(attention_tensor_map(v, dtype, seqlen_kv, heads_kv, batch, head_dim, block_n, panel));
+  args.push(attention_tensor_map(o, dtype, seqlen_q, heads_q, batch, head_dim, 64, panel));
 }
 
 // Persistent (one block per SM, where the plan knows the count) or one block per tile, as the plan's kernel
@@ -71,17 +86,25 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   launch.block[0] = static_cast<unsigned>(plan.threads);
   launch.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   args.push(k);
-  const int panel = kernel_shape.panel_bytes();
-  const int d = static_cast<int>(p.head_dim);
-  const int block_n = plan.spec.tile.block_n;
-  args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, panel));
-  args.push(attention_tensor_map(p.k, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
-  args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, block_n, panel));
-  args.push(attention_tensor_map(p.o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, 64, panel));
+  push_tensor_maps(plan, p.dtype, static_cast<int>(p.head_dim), p.q, p.k, p.v, p.o, p.seqlen_q, p.seqlen_kv,
+                   p.heads_q, p.heads_kv, p.batch, args);
   args.push(static_cast<unsigned*>(nullptr));
   if ((plan.spec.persistent && wgmma_forward_claims_tiles(static_cast<int>(p.mask))) ||
       k.whole_tiles < k.num_blocks)
     launch.work_buffer_arg = args.count - 1;
+}
+
+// The variable-length kernel: one block per (sequence, head, query block of max_seqlen_q), the portable
+// varlen kernel's grid; maps over the packed tensors as one batch of total rows (the kernel offsets its
+// coordinates by its sequence's first rows). No work buffer: it neither claims nor splits tiles. A call
+// without keys (total_k = 0) gets K and V maps of one row, which no block reads (every sequence has no key
+// tile): a map has no empty dimension.
+void build_varlen_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
+  build_varlen_forward_launch(plan, op_params, launch, args);
+  const VarlenForwardParams& p = *static_cast<const VarlenForwardParams*>(op_params);
+  push_tensor_maps(plan, p.dtype, static_cast<int>(p.head_dim), p.q, p.k, p.v, p.o, p.total_q,
+                   std::max<std::int64_t>(p.total_k, 1), p.heads_q, p.heads_kv, 1, args);
+  args.push(static_cast<unsigned*>(nullptr));
 }
 
 KernelFamily describe() {
@@ -191,6 +214,21 @@ KernelFamily describe() {
 
 const KernelFamily& forward_wgmma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& forward_varlen_wgmma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults (a sequence is a dense problem of its
+    // own lengths), on the grid of one block per tile: no persistent rule.
+    KernelFamily f = describe();
+    f.name = "varlen-wgmma";
+    f.operation = Operation::kForwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.persistent.clear();
+    f.build_launch = build_varlen_launch;
+    return f;
+  }();
   return family;
 }
 

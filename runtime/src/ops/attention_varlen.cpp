@@ -1,19 +1,19 @@
-// attention_varlen_forward: one kernel (varlen-mma for fp16 and bf16, varlen-simt for fp32), resolved through
-// the family table like a forward call from the host's length bounds, launched over (sequence, head, query
-// block of max_seqlen_q).
+// attention_varlen_forward: one kernel (varlen-wgmma on sm_90a for fp16 and bf16, else varlen-mma; varlen-simt
+// for fp32), resolved through the family table like a forward call from the host's length bounds, launched over
+// (sequence, head, query block of max_seqlen_q).
 #include <algorithm>
 
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
 #include "ops/call_plan.hpp"
+#include "ops/call_traits.hpp"
 #include "ops/varlen_validation.hpp"
 
 namespace flashrtc {
 
 ConfigQuery config_query(const VarlenForwardParams& p) {
-  // The packed tensors' strides are those of one token and one head, as a dense call's: the same traits rule
-  // would apply, but no varlen family needs any yet.
+  // The packed tensors' strides are those of one token and one head, as a dense call's: the same traits rule.
   return {p.dtype,
           static_cast<int>(p.head_dim),
           p.mask,
@@ -21,7 +21,7 @@ ConfigQuery config_query(const VarlenForwardParams& p) {
           std::max<std::int64_t>(p.max_seqlen_k, 1),
           p.config,
           Operation::kForwardVarlen,
-          kAllCallTraits};
+          detail::varlen_forward_call_traits(p)};
 }
 
 void validate_varlen_forward(const VarlenForwardParams& p) {
