@@ -1,5 +1,6 @@
 // The deterministic mode's dQ pass on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
-// kernel_sources/flashrtc/attention_backward_dq_mma.cuh.
+// kernel_sources/flashrtc/attention_backward_dq_mma.cuh; and its variable-length variant (varlen-bwd-dq-mma),
+// the same kernel template over the sequences of a packed call, with the same tiles.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -40,6 +41,18 @@ KernelFamily describe() {
 
 const KernelFamily& backward_dq_mma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_dq_varlen_mma_family() {
+  static const KernelFamily family = [] {
+    KernelFamily f = describe();  // the dense kernel's body per sequence, with its tiles and defaults
+    f.name = "varlen-bwd-dq-mma";
+    f.operation = Operation::kBackwardDqVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_backward_query_blocks_launch;
+    return f;
+  }();
   return family;
 }
 

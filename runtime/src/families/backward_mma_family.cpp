@@ -1,5 +1,6 @@
 // Backward attention's main kernel on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
-// kernel_sources/flashrtc/attention_backward_mma.cuh.
+// kernel_sources/flashrtc/attention_backward_mma.cuh; and its variable-length variant (varlen-bwd-mma), the same
+// kernel template over the sequences of a packed call, with the same tiles.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -53,6 +54,20 @@ KernelFamily describe() {
 
 const KernelFamily& backward_mma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_varlen_mma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults (tests/cpu/test_default_margin.cpp
+    // holds them to the register margin with the sequence bounds too).
+    KernelFamily f = describe();
+    f.name = "varlen-bwd-mma";
+    f.operation = Operation::kBackwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_backward_key_blocks_launch;
+    return f;
+  }();
   return family;
 }
 
