@@ -107,7 +107,8 @@ void check_against_dense(VarlenProblem p, std::uint64_t seed, std::optional<DTyp
     std::vector<double> lse_b(static_cast<std::size_t>(p.heads_q * sp.seqlen_q));
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
-        lse_b[static_cast<std::size_t>(h * sp.seqlen_q + i)] = lse[static_cast<std::size_t>(h * rows_q + sq + i)];
+        lse_b[static_cast<std::size_t>(h * sp.seqlen_q + i)] =
+            lse[static_cast<std::size_t>(h * rows_q + sq + i)];
     std::vector<double> dq_b(q_b.size()), dk_b(k_b.size()), dv_b(k_b.size());
     const auto args = [&](auto&& f) {
       f(view(q_b, sp.seqlen_q, p.heads_q), view(k_b, sp.seqlen_kv, p.heads_kv),

@@ -71,7 +71,8 @@ std::vector<InvalidCase> invalid_cases() {
   add("lse 2-byte aligned", [](VarlenBackwardParams& p) { p.lse = fake<const float>(0x600002); },
       {"lse", "aligned"});
   add("null d_o", [](VarlenBackwardParams& p) { p.d_o.data = nullptr; }, {"d_o.data", "null"});
-  add("d_o stride_seq off by one", [](VarlenBackwardParams& p) { p.d_o.stride_seq += 1; }, {"d_o.stride_seq"});
+  add("d_o stride_seq off by one", [](VarlenBackwardParams& p) { p.d_o.stride_seq += 1; },
+      {"d_o.stride_seq"});
   add("d_q stride_dim 2", [](VarlenBackwardParams& p) { p.d_q.stride_dim = 2; }, {"d_q.stride_dim"});
   add("null d_k", [](VarlenBackwardParams& p) { p.d_k.data = nullptr; }, {"d_k.data", "null"});
   add("d_v negative stride_head", [](VarlenBackwardParams& p) { p.d_v.stride_head = -64; },
@@ -79,7 +80,8 @@ std::vector<InvalidCase> invalid_cases() {
   add("d_v 8-byte aligned", [](VarlenBackwardParams& p) { p.d_v.data = fake(0xA00008); },
       {"d_v.data", "aligned"});
   // The forward's, through the same checks.
-  add("null cu_seqlens_q", [](VarlenBackwardParams& p) { p.cu_seqlens_q = nullptr; }, {"cu_seqlens_q", "null"});
+  add("null cu_seqlens_q", [](VarlenBackwardParams& p) { p.cu_seqlens_q = nullptr; },
+      {"cu_seqlens_q", "null"});
   add("seqused_k 2-byte aligned",
       [](VarlenBackwardParams& p) { p.seqused_k = fake<const std::int32_t>(0x500202); },
       {"seqused_k", "aligned"});
@@ -96,9 +98,15 @@ std::vector<InvalidCase> invalid_cases() {
       [](VarlenBackwardParams& p) { p.softmax_scale = std::numeric_limits<float>::infinity(); },
       {"softmax_scale"});
   // Tiles, checked by validate_varlen_backward (a call checks them when it resolves).
-  add("config block_n 12", [](VarlenBackwardParams& p) { p.config = TileConfig{64, 12, 4, 1}; },
+  add("config block_n 12",
+      [](VarlenBackwardParams& p) {
+        p.config = TileConfig{64, 12, 4, 1};
+      },
       {"config", "block_n"});
-  add("dq_config block_m 24", [](VarlenBackwardParams& p) { p.dq_config = TileConfig{24, 64, 4, 1}; },
+  add("dq_config block_m 24",
+      [](VarlenBackwardParams& p) {
+        p.dq_config = TileConfig{24, 64, 4, 1};
+      },
       {"dq_config", "block_m"});
   return cases;
 }
@@ -157,10 +165,12 @@ TEST_CASE("validate_varlen_backward: fp32 has no portable backward family and is
 
 TEST_CASE("attention_varlen_backward with valid arguments and no GPU throws kNoDevice") {
   if (device_available()) {
-    MESSAGE("a device is present; the no-device path is not testable here (fake pointers are never launched)");
+    MESSAGE(
+        "a device is present; the no-device path is not testable here (fake pointers are never launched)");
     return;
   }
-  CHECK(test::expect_error([&] { attention_varlen_backward(valid_params()); }).code() == ErrorCode::kNoDevice);
+  CHECK(test::expect_error([&] { attention_varlen_backward(valid_params()); }).code() ==
+        ErrorCode::kNoDevice);
 }
 
 TEST_CASE("a varlen backward resolves to the pre-pass and the varlen families from its host bounds") {
