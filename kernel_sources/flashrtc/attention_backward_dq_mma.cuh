@@ -8,8 +8,9 @@
 // K and V stream through one or two buffers (`stages`). Every dQ element is one thread's fixed sequence of
 // additions: the same bits on every run.
 //
-// kVarlen: the variable-length backward's dQ (docs/varlen.md): the block's batch is a sequence, whose slice it
-// runs as a dense problem of the sequence's lengths (varlen_sequence.cuh). Without it none of that is compiled.
+// kVarlen: the variable-length backward's dQ (docs/varlen.md): the block's batch is a sequence, whose slice
+// it runs as a dense problem of the sequence's lengths (varlen_sequence.cuh). Without it none of that is
+// compiled.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"

@@ -16,9 +16,9 @@
 // ldmatrix.trans) and adds it into the fp32 workspace with atomics.
 // Query blocks stream through one or two buffers (`stages`); with one, the next block loads during dQ.
 //
-// kVarlen: the variable-length backward (docs/varlen.md): the block's batch is a sequence, whose slice it runs
-// as a dense problem of the sequence's lengths (varlen_sequence.cuh); keys the sequence owns past seqused_k get
-// dK = dV = 0, and dQ always comes from the separate pass. Without it none of that is compiled.
+// kVarlen: the variable-length backward (docs/varlen.md): the block's batch is a sequence, whose slice it
+// runs as a dense problem of the sequence's lengths (varlen_sequence.cuh); keys the sequence owns past
+// seqused_k get dK = dV = 0, and dQ always comes from the separate pass. Without it none of that is compiled.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"

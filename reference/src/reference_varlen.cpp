@@ -1,4 +1,5 @@
-// The varlen forward and backward on host data: every sequence is run through the dense reference on its slice.
+// The varlen forward and backward on host data: every sequence is run through the dense reference on its
+// slice.
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -125,7 +126,8 @@ void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
       for (std::int64_t h = 0; h < p.heads_kv; ++h)
         for (std::int64_t d = 0; d < p.head_dim; ++d) dk_b.at(0, j, h, d) = dv_b.at(0, j, h, d) = 0.0;
     if (sp.seqlen_q == 0) continue;
-    if (sp.seqlen_kv == 0) {  // no key: o = 0 whatever q, so dQ = 0 (the dense reference takes no empty key set)
+    // No key: o = 0 whatever q, so dQ = 0 (the dense reference takes no empty key set).
+    if (sp.seqlen_kv == 0) {
       for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
         for (std::int64_t h = 0; h < p.heads_q; ++h)
           for (std::int64_t d = 0; d < p.head_dim; ++d) dq_b.at(0, i, h, d) = 0.0;
@@ -140,8 +142,8 @@ void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
                                    o_b = slice(o, start_q), dout_b = slice(dout, start_q);
     if (input_precision) {
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk)
-        backward_group_input_precision(sp, *input_precision, 0, hk, q_b, k_b, v_b, o_b, lse_rows.data(), dout_b,
-                                       dq_b, dk_b, dv_b);
+        backward_group_input_precision(sp, *input_precision, 0, hk, q_b, k_b, v_b, o_b, lse_rows.data(),
+                                       dout_b, dq_b, dk_b, dv_b);
     } else {
       backward(sp, q_b, k_b, v_b, o_b, lse_rows.data(), dout_b, dq_b, dk_b, dv_b);
     }

@@ -1,7 +1,7 @@
 #pragma once
-/// CPU reference of the variable-length (packed) forward and backward (docs/varlen.md): each sequence is a dense problem
-/// of batch 1 on its slice of the packed tensors, handed to forward_head (or its input-precision variant), so
-/// varlen shares the dense reference's math.
+/// CPU reference of the variable-length (packed) forward and backward (docs/varlen.md): each sequence is a
+/// dense problem of batch 1 on its slice of the packed tensors, handed to forward_head (or its
+/// input-precision variant), so varlen shares the dense reference's math.
 #include <cstdint>
 #include <optional>
 #include <vector>

@@ -51,14 +51,14 @@ FLASHRTC_API double attention_backward_flops(const BackwardParams& params);
 /// explicit tile from the call (explicit_tile: config for the main kernel, dq_config for the dQ pass).
 FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op);
 
-/// The variable-length backward (varlen_params.hpp, docs/varlen.md): the gradients of attention_varlen_forward,
-/// deterministic, as three kernels on params.stream: the pre-pass D = rowsum(dO * O) over every packed row
-/// (Operation::kBackwardPrep), the main kernel for dK and dV (kBackwardVarlen: varlen-bwd-mma) and the dQ pass
-/// (kBackwardDqVarlen: varlen-bwd-dq-mma), each over the sequences as attention_backward over a batch.
-/// Asynchronous (D in stream-ordered scratch); graph-capturable for any device-side lengths.
-/// Throws Error: kInvalidArgument naming the argument (nothing launched, outputs untouched); kUnsupported where
-/// no family serves the call (fp16 and bf16 on sm_80 and newer) or for an explicit config that cannot run;
-/// kNoDevice; kNvrtc; kDriver.
+/// The variable-length backward (varlen_params.hpp, docs/varlen.md): the gradients of
+/// attention_varlen_forward, deterministic, as three kernels on params.stream: the pre-pass D = rowsum(dO *
+/// O) over every packed row (Operation::kBackwardPrep), the main kernel for dK and dV (kBackwardVarlen:
+/// varlen-bwd-mma) and the dQ pass (kBackwardDqVarlen: varlen-bwd-dq-mma), each over the sequences as
+/// attention_backward over a batch. Asynchronous (D in stream-ordered scratch); graph-capturable for any
+/// device-side lengths. Throws Error: kInvalidArgument naming the argument (nothing launched, outputs
+/// untouched); kUnsupported where no family serves the call (fp16 and bf16 on sm_80 and newer) or for an
+/// explicit config that cannot run; kNoDevice; kNvrtc; kDriver.
 FLASHRTC_API void attention_varlen_backward(const VarlenBackwardParams& params);
 
 /// Checks params as attention_varlen_backward does, without a device (and without reading the device

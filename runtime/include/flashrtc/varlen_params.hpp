@@ -50,12 +50,13 @@ struct VarlenForwardParams {
 };
 
 /// The gradients of a varlen forward call: its fields (same rules), the forward's o and lse, the upstream
-/// gradient d_o, and dQ, dK, dV written in the same packed layouts. Always deterministic (the same bits on every
-/// run): a main kernel forms dK and dV per key block, a separate pass dQ per query block, no atomics.
+/// gradient d_o, and dQ, dK, dV written in the same packed layouts. Always deterministic (the same bits on
+/// every run): a main kernel forms dK and dV per key block, a separate pass dQ per query block, no atomics.
 ///
 /// Written: the d_q rows of each sequence's queries (up to max_seqlen_q of them; 0 for a query that sees no
 /// key), and the d_k and d_v rows of every key each sequence owns (up to max_seqlen_k of them), 0 for keys no
-/// query sees (past seqused_k, or of a sequence without queries). Rows outside every sequence are never written.
+/// query sees (past seqused_k, or of a sequence without queries). Rows outside every sequence are never
+/// written.
 struct VarlenBackwardParams {
   DType dtype = DType::kFloat16;  ///< of every tensor; fp16 or bf16 (the portable backward's)
   std::int64_t batch = 0;         ///< sequences B
@@ -78,10 +79,10 @@ struct VarlenBackwardParams {
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_k = nullptr;
   const std::int32_t* seqused_k = nullptr;
-  std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
-  MaskKind mask = MaskKind::kNone;     ///< the forward's, counted from each sequence's start
-  void* stream = nullptr;              ///< CUstream / cudaStream_t; null is the legacy default stream
-  std::optional<TileConfig> config;    ///< explicit tile for the main kernel (dK, dV); else tuned or default
+  std::optional<float> softmax_scale;   ///< the forward's; default 1/sqrt(head_dim)
+  MaskKind mask = MaskKind::kNone;      ///< the forward's, counted from each sequence's start
+  void* stream = nullptr;               ///< CUstream / cudaStream_t; null is the legacy default stream
+  std::optional<TileConfig> config;     ///< explicit tile for the main kernel (dK, dV); else tuned or default
   std::optional<TileConfig> dq_config;  ///< explicit tile for the dQ pass; else tuned or default
 };
 

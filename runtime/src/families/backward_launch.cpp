@@ -115,8 +115,8 @@ void build_varlen_backward_key_blocks_launch(const CallPlan& plan, const void* o
   args.push(varlen_kernel_params(call, n_blocks));
 }
 
-void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
-                                               KernelArgs& args) {
+void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params,
+                                               LaunchShape& shape, KernelArgs& args) {
   const VarlenBackwardLaunch& call = *static_cast<const VarlenBackwardLaunch*>(op_params);
   const VarlenBackwardParams& p = *call.params;
   const std::int64_t m_blocks = (p.max_seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;

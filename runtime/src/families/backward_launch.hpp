@@ -34,8 +34,8 @@ void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_par
 // max_seqlen_k, at least one block), and per (sequence, query head, block_m queries of max_seqlen_q).
 void build_varlen_backward_key_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                              KernelArgs& args);
-void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
-                                               KernelArgs& args);
+void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params,
+                                               LaunchShape& shape, KernelArgs& args);
 // For the Hopper kernels, which take the TMA maps of q, k, v and d_o after the params (attention_tensor_map.hpp):
 // pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or kv_rows rows (k, v).
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,

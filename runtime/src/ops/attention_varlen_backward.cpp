@@ -58,9 +58,14 @@ BackwardParams dense_view(const VarlenBackwardParams& p, std::int64_t batch, std
 ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
   const std::optional<TileConfig>* tile = nullptr;
   switch (op) {
-    case Operation::kBackwardPrep: break;
-    case Operation::kBackwardVarlen: tile = &p.config; break;
-    case Operation::kBackwardDqVarlen: tile = &p.dq_config; break;
+    case Operation::kBackwardPrep:
+      break;
+    case Operation::kBackwardVarlen:
+      tile = &p.config;
+      break;
+    case Operation::kBackwardDqVarlen:
+      tile = &p.dq_config;
+      break;
     default:
       throw Error(ErrorCode::kInvalidArgument, "operation " + std::string(to_string(op)) +
                                                    ": not a kernel of the varlen backward (backward-prep, "

@@ -1,6 +1,7 @@
-// Argument checks of attention_varlen_forward and attention_varlen_backward: every rule names the argument and its value, and runs before
-// anything touches the device. cu_seqlens_q, cu_seqlens_k and seqused_k live on the device: only their
-// pointers are checked here; the kernel clamps every value it reads from them (docs/varlen.md).
+// Argument checks of attention_varlen_forward and attention_varlen_backward: every rule names the argument
+// and its value, and runs before anything touches the device. cu_seqlens_q, cu_seqlens_k and seqused_k live
+// on the device: only their pointers are checked here; the kernel clamps every value it reads from them
+// (docs/varlen.md).
 #include "ops/varlen_validation.hpp"
 
 #include <cmath>
@@ -124,8 +125,9 @@ VarlenForwardParams forward_of(const VarlenBackwardParams& p) {
 void validate_varlen_backward_arguments(const VarlenBackwardParams& p) {
   validate_varlen_arguments(forward_of(p));
   if (!p.lse)
-    invalid("lse is null: the backward needs the forward's lse ([heads_q, total_q] float32; run the forward "
-            "with lse set)");
+    invalid(
+        "lse is null: the backward needs the forward's lse ([heads_q, total_q] float32; run the forward "
+        "with lse set)");
   const std::size_t elem = dtype_size(p.dtype);
   check_packed("d_o", p.d_o, p.total_q, p.heads_q, p.head_dim, elem);
   check_packed("d_q", p.d_q, p.total_q, p.heads_q, p.head_dim, elem);

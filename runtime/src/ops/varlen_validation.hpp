@@ -1,6 +1,7 @@
 #pragma once
-// The argument checks of a variable-length forward or backward call, without the tile (checked when the call is resolved)
-// and without the device arrays, which the host cannot read: the kernels bound what they read from them.
+// The argument checks of a variable-length forward or backward call, without the tile (checked when the call
+// is resolved) and without the device arrays, which the host cannot read: the kernels bound what they read
+// from them.
 #include "flashrtc/varlen_params.hpp"
 
 namespace flashrtc::detail {
