@@ -13,8 +13,10 @@ const char* backward_role(Operation op) {
       return "prep";
     case Operation::kBackward:
     case Operation::kBackwardFused:
+    case Operation::kBackwardVarlen:
       return "main";
     case Operation::kBackwardDq:
+    case Operation::kBackwardDqVarlen:
       return "dq";
     case Operation::kBackwardDqConvert:
       return "dq_convert";
@@ -30,8 +32,10 @@ const char* backward_label(Operation op) {
       return "prep:";
     case Operation::kBackward:
     case Operation::kBackwardFused:
+    case Operation::kBackwardVarlen:
       return "main:";
     case Operation::kBackwardDq:
+    case Operation::kBackwardDqVarlen:
       return "dQ pass:";
     case Operation::kBackwardDqConvert:
       return "dQ convert:";

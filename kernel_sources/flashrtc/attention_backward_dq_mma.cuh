@@ -7,6 +7,10 @@
 //   dQ += dS K                   dS repacked from accumulators to 16-bit A fragments, K by ldmatrix.trans.
 // K and V stream through one or two buffers (`stages`). Every dQ element is one thread's fixed sequence of
 // additions: the same bits on every run.
+//
+// kVarlen: the variable-length backward's dQ (docs/varlen.md): the block's batch is a sequence, whose slice
+// it runs as a dense problem of the sequence's lengths (varlen_sequence.cuh). Without it none of that is
+// compiled.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
@@ -16,11 +20,14 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/mma_backward_shape.cuh"
 #include "flashrtc/online_softmax.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
-__global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(const kernel::BackwardParams p) {
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_backward_dq_mma(const typename kernel::BackwardParamsOf<kVarlen>::type args) {
   static_assert(sizeof(T) == 2, "the tensor-core kernel takes 16-bit inputs");
   constexpr MmaBackwardDqShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core dQ kernel");
@@ -43,6 +50,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(cons
   const int warp = tid / 32;
   const int lane = tid % 32;
 
+  const kernel::BackwardParams& p = kernel::dense_params(args);
   const int m_linear = blockIdx.x % p.num_blocks;
   const int bh = blockIdx.x / p.num_blocks;
   const long long head = bh % p.heads_q;
@@ -51,24 +59,52 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(cons
   const int m_block = kCausal ? p.num_blocks - 1 - m_linear : m_linear;
   const long long m0 = static_cast<long long>(m_block) * kBlockM;
   const long long kv_head = head / p.kv_group;
-  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
-  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, p.seqlen_kv);
+  VarlenSequence seq;  // the block's sequence (varlen only)
+  if constexpr (kVarlen) {
+    seq = varlen_sequence(args, static_cast<int>(batch));
+    if (m0 >= seq.seqlen_q) return;  // the grid covers max_seqlen_q rows of every sequence
+  }
+  // The lengths that bound the block's queries and keys: the call's, or its sequence's.
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
+  const long long diag = mask_diag<kMask>(seqlen_q(), seqlen_kv());
+  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, seqlen_kv());
 
   const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
   const T* do_ptr = static_cast<const T*>(p.d_o) + batch * p.do_stride_batch + head * p.do_stride_head;
   const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
   const T* v_ptr = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
+  if constexpr (kVarlen) {
+    q_ptr += seq.first_q * p.q_stride_seq, do_ptr += seq.first_q * p.do_stride_seq;
+    k_ptr += seq.first_k * p.k_stride_seq, v_ptr += seq.first_k * p.v_stride_seq;
+  }
   auto load_kv = [&](int n, int stage) {
     const unsigned base = kv0 + stage * kShape.kv_stage_bytes();
     const long long first = static_cast<long long>(n) * kBlockN;
-    load_rows_async<T, kHeadDim, kBlockN, kThreads>(base, k_ptr, p.k_stride_seq, first, p.seqlen_kv);
+    load_rows_async<T, kHeadDim, kBlockN, kThreads>(base, k_ptr, p.k_stride_seq, first, seqlen_kv());
     load_rows_async<T, kHeadDim, kBlockN, kThreads>(base + kBlockN * kRowBytes, v_ptr, p.v_stride_seq, first,
-                                                    p.seqlen_kv);
+                                                    seqlen_kv());
   };
-  load_rows_async<T, kHeadDim, kBlockM, kThreads>(q_base, q_ptr, p.q_stride_seq, m0, p.seqlen_q);
-  load_rows_async<T, kHeadDim, kBlockM, kThreads>(do_base, do_ptr, p.do_stride_seq, m0, p.seqlen_q);
-  const long long row_base = (batch * p.heads_q + head) * p.seqlen_q;
-  load_row_stats<kBlockM, kThreads>(lse_log2, d_rows, p.lse + row_base, p.d_rows + row_base, m0, p.seqlen_q);
+  load_rows_async<T, kHeadDim, kBlockM, kThreads>(q_base, q_ptr, p.q_stride_seq, m0, seqlen_q());
+  load_rows_async<T, kHeadDim, kBlockM, kThreads>(do_base, do_ptr, p.do_stride_seq, m0, seqlen_q());
+  // lse and D: [batch, heads_q, seqlen_q], or varlen [heads_q, total_q].
+  const long long row_base = [&] {
+    if constexpr (kVarlen)
+      return head * args.total_q + seq.first_q;
+    else
+      return (batch * p.heads_q + head) * p.seqlen_q;
+  }();
+  load_row_stats<kBlockM, kThreads>(lse_log2, d_rows, p.lse + row_base, p.d_rows + row_base, m0, seqlen_q());
   if (num_n_blocks > 0) load_kv(0, 0);
   cp_async_commit();
 
@@ -133,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(cons
     }
 
     // dS = P (dP - D), P recomputed and masked.
-    const KeyMask<kMask> mask{p.seqlen_kv, diag};
+    const KeyMask<kMask> mask{seqlen_kv(), diag};
     const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
     const auto local = mask.local(m0, n0);
 #pragma unroll
@@ -174,10 +210,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_dq_mma(cons
   cp_async_wait<0>();
 
   T* dq_ptr = static_cast<T*>(p.d_q) + batch * p.dq_stride_batch + head * p.dq_stride_head;
+  if constexpr (kVarlen) dq_ptr += seq.first_q * p.dq_stride_seq;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long row = m0 + warp_row0 + lane / 4 + 8 * h;
-    if (row >= p.seqlen_q) continue;
+    if (row >= seqlen_q()) continue;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt) {
       const int col = dt * 8 + 2 * (lane % 4);

@@ -15,6 +15,10 @@
 // bits, the block computes dS K for its query block (dS by ldmatrix.trans as the A operand, K by
 // ldmatrix.trans) and adds it into the fp32 workspace with atomics.
 // Query blocks stream through one or two buffers (`stages`); with one, the next block loads during dQ.
+//
+// kVarlen: the variable-length backward (docs/varlen.md): the block's batch is a sequence, whose slice it
+// runs as a dense problem of the sequence's lengths (varlen_sequence.cuh); keys the sequence owns past
+// seqused_k get dK = dV = 0, and dQ always comes from the separate pass. Without it none of that is compiled.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
@@ -24,11 +28,14 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/mma_backward_shape.cuh"
 #include "flashrtc/online_softmax.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
-__global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const kernel::BackwardParams p) {
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_backward_mma(const typename kernel::BackwardParamsOf<kVarlen>::type args) {
   static_assert(sizeof(T) == 2, "the tensor-core kernel takes 16-bit inputs");
   constexpr MmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core backward kernel");
@@ -62,21 +69,51 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
   const int warp = tid / 32;
   const int lane = tid % 32;
 
+  const kernel::BackwardParams& p = kernel::dense_params(args);
   const int n_block = blockIdx.x % p.num_blocks;
   const int bh = blockIdx.x / p.num_blocks;
   const int kv_head = bh % p.heads_kv;
   const long long batch = bh / p.heads_kv;
   const long long n0 = static_cast<long long>(n_block) * kBlockN;
-  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
-  const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
+  VarlenSequence seq;  // the block's sequence (varlen only)
+  if constexpr (kVarlen) {
+    seq = varlen_sequence(args, static_cast<int>(batch));
+    if (n0 >= seq.key_rows) return;  // no key of the sequence: nothing to write
+  }
+  // The lengths that bound the block's queries and keys (the call's, or its sequence's), where the sequence
+  // starts in the packed tensors, and where a query head's lse and D rows start.
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
+  const auto row_base = [&](long long head) {
+    if constexpr (kVarlen)
+      return head * args.total_q + seq.first_q;
+    else
+      return (batch * p.heads_q + head) * p.seqlen_q;
+  };
+  // dQ added here (never in the varlen kernel: its dQ pass is always separate).
+  const auto adds_dq = [&] { return !kVarlen && p.dq_accum; };
+  const long long diag = mask_diag<kMask>(seqlen_q(), seqlen_kv());
+  const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, seqlen_q());
   const int m_begin = m_blocks.begin;
-  const int m_count = m_blocks.end - m_blocks.begin;
+  // Keys past seqused_k are seen by no query: their dK and dV stay 0.
+  const int m_count = kVarlen && n0 >= seqlen_kv() ? 0 : m_blocks.end - m_blocks.begin;
   const int total = m_count * p.kv_group;  // (query head, query block) pairs, heads outer
 
   const T* k_ptr = static_cast<const T*>(p.k) + batch * p.k_stride_batch + kv_head * p.k_stride_head;
   const T* v_ptr = static_cast<const T*>(p.v) + batch * p.v_stride_batch + kv_head * p.v_stride_head;
-  load_rows_async<T, kHeadDim, kBlockN, kThreads>(k_base, k_ptr, p.k_stride_seq, n0, p.seqlen_kv);
-  load_rows_async<T, kHeadDim, kBlockN, kThreads>(v_base, v_ptr, p.v_stride_seq, n0, p.seqlen_kv);
+  if constexpr (kVarlen) k_ptr += seq.first_k * p.k_stride_seq, v_ptr += seq.first_k * p.v_stride_seq;
+  load_rows_async<T, kHeadDim, kBlockN, kThreads>(k_base, k_ptr, p.k_stride_seq, n0, seqlen_kv());
+  load_rows_async<T, kHeadDim, kBlockN, kThreads>(v_base, v_ptr, p.v_stride_seq, n0, seqlen_kv());
 
   // The query head and first row of pair `it`.
   auto head_of = [&](int it) { return kv_head * p.kv_group + it / m_count; };
@@ -87,12 +124,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
     const unsigned base = stage0 + stage * kShape.stage_bytes();
     const T* q_ptr = static_cast<const T*>(p.q) + batch * p.q_stride_batch + head * p.q_stride_head;
     const T* do_ptr = static_cast<const T*>(p.d_o) + batch * p.do_stride_batch + head * p.do_stride_head;
-    load_rows_async<T, kHeadDim, kBlockM, kThreads>(base, q_ptr, p.q_stride_seq, m0, p.seqlen_q);
+    if constexpr (kVarlen) q_ptr += seq.first_q * p.q_stride_seq, do_ptr += seq.first_q * p.do_stride_seq;
+    load_rows_async<T, kHeadDim, kBlockM, kThreads>(base, q_ptr, p.q_stride_seq, m0, seqlen_q());
     load_rows_async<T, kHeadDim, kBlockM, kThreads>(base + kDoOffset, do_ptr, p.do_stride_seq, m0,
-                                                    p.seqlen_q);
-    const long long row_base = (batch * p.heads_q + head) * p.seqlen_q;
+                                                    seqlen_q());
+    const long long rows = row_base(head);
     float* s = stats(stage);
-    load_row_stats<kBlockM, kThreads>(s, s + kBlockM, p.lse + row_base, p.d_rows + row_base, m0, p.seqlen_q);
+    load_row_stats<kBlockM, kThreads>(s, s + kBlockM, p.lse + rows, p.d_rows + rows, m0, seqlen_q());
   };
   if (total > 0) load_stage(0, 0);
   cp_async_commit();
@@ -154,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
 
     // P^T. An accumulator lane holds keys lane / 4 + {0, 8} and queries 2 * (lane % 4) + {0, 1} of each tile.
     {
-      const KeyMask<kMask> mask{p.seqlen_kv, diag};
+      const KeyMask<kMask> mask{seqlen_kv(), diag};
       const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
       const auto local = mask.local(m0, n0);
 #pragma unroll
@@ -229,7 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
       }
     }
 
-    if (p.dq_accum && dim_part == 0) {
+    if (adds_dq() && dim_part == 0) {
       // dS^T in 16 bits, [keys, queries]: the warps of a key slice hold the same values, one writes them.
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -240,7 +278,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
                                        4 * (lane % 4)) = pack2<T>(acc_ds[mt][2 * h], acc_ds[mt][2 * h + 1]);
         }
     }
-    if (kStages == 1 || p.dq_accum) {
+    if (kStages == 1 || adds_dq()) {
       // dS^T is visible; with one stage, every warp is done with this pair's Q and dO: the next pair loads
       // during dQ.
       __syncthreads();
@@ -250,7 +288,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
       cp_async_commit();
     }
 
-    if (p.dq_accum) {
+    if (adds_dq()) {
       // dQ += dS K * scale for the block's queries: 16-row x 16-column tiles dealt to the warps.
       const long long head = head_of(it);
       float* dq_rows = p.dq_accum + (batch * p.heads_q + head) * p.seqlen_q * kHeadDim;
@@ -285,12 +323,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attention_backward_mma(const k
   cp_async_wait<0>();
 
   // dK (times the softmax scale) and dV of this warp's keys and dim slice.
+  // Varlen: every key the sequence owns, those past seqused_k included (their accumulators stayed 0).
   T* dk_ptr = static_cast<T*>(p.d_k) + batch * p.dk_stride_batch + kv_head * p.dk_stride_head;
   T* dv_ptr = static_cast<T*>(p.d_v) + batch * p.dv_stride_batch + kv_head * p.dv_stride_head;
+  if constexpr (kVarlen) dk_ptr += seq.first_k * p.dk_stride_seq, dv_ptr += seq.first_k * p.dv_stride_seq;
+  const auto key_end = [&] {
+    if constexpr (kVarlen)
+      return seq.key_rows;
+    else
+      return p.seqlen_kv;
+  };
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long key = n0 + key_row0 + lane / 4 + 8 * h;
-    if (key >= p.seqlen_kv) continue;
+    if (key >= key_end()) continue;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt) {
       const int col = (dim_chunk0 + dt) * 8 + 2 * (lane % 4);

@@ -39,5 +39,16 @@ struct BackwardParams {
   float scale_log2;  // softmax scale * log2(e): scores go straight into exp2
 };
 
+// The variable-length backward's parameters (docs/varlen.md), as VarlenForwardParams extends the forward's:
+// the dense ones over the packed tensors, one "batch" per sequence (batch strides 0), seqlen_q and seqlen_kv
+// the host's max_seqlen_q and max_seqlen_k; lse and d_rows are [heads_q, total_q].
+struct VarlenBackwardParams {
+  BackwardParams dense;
+  const int* cu_seqlens_q;  // [sequences + 1]
+  const int* cu_seqlens_k;  // [sequences + 1]
+  const int* seqused_k;     // [sequences] or null
+  int total_q, total_k;     // rows of q, o, d_o, d_q and of k, v, d_k, d_v; total_q also lse's head stride
+};
+
 }  // namespace kernel
 }  // namespace flashrtc

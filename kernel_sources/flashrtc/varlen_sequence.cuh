@@ -1,7 +1,8 @@
 #pragma once
 // Where one sequence of a packed (variable-length) call lies, read from the device arrays and bounded so that
 // no value makes a kernel read or write outside the packed tensors (docs/varlen.md), and the forward kernels'
-// parameter struct of either kind.
+// parameter struct of either kind; the backward kernels' likewise.
+#include "flashrtc/backward_params.cuh"
 #include "flashrtc/forward_block.cuh"
 #include "flashrtc/forward_params.cuh"
 #include "flashrtc/varlen_bounds.cuh"
@@ -27,10 +28,29 @@ __device__ __forceinline__ const ForwardParams& dense_params(const VarlenForward
   return p.dense;
 }
 
+// The parameter struct of a backward kernel: the variable-length variant takes the packed call's.
+template <bool kVarlen>
+struct BackwardParamsOf {
+  using type = BackwardParams;
+};
+template <>
+struct BackwardParamsOf<true> {
+  using type = VarlenBackwardParams;
+};
+
+__device__ __forceinline__ const BackwardParams& dense_params(const BackwardParams& p) {
+  return p;
+}
+__device__ __forceinline__ const BackwardParams& dense_params(const VarlenBackwardParams& p) {
+  return p.dense;
+}
+
 }  // namespace kernel
 
-// Sequence b's bounds (varlen_bounds), read from the device arrays.
-__device__ __forceinline__ VarlenSequence varlen_sequence(const kernel::VarlenForwardParams& p, int b) {
+// Sequence b's bounds (varlen_bounds), read from the device arrays of a varlen forward's or backward's
+// parameters (kernel::VarlenForwardParams, kernel::VarlenBackwardParams: the same fields).
+template <typename VarlenParams>
+__device__ __forceinline__ VarlenSequence varlen_sequence(const VarlenParams& p, int b) {
   return varlen_bounds(p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1],
                        p.seqused_k != nullptr, p.seqused_k ? p.seqused_k[b] : 0, p.total_q, p.total_k,
                        p.dense.seqlen_q);

@@ -1,4 +1,5 @@
-// The varlen forward on host data: every sequence is run through the dense reference on its slice.
+// The varlen forward and backward on host data: every sequence is run through the dense reference on its
+// slice.
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -99,6 +100,52 @@ void forward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
       if (lse)
         for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
           lse[h * total_q + start_q + i] = lse_rows[static_cast<std::size_t>(h * sp.seqlen_q + i)];
+    }
+  }
+}
+
+void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
+                     const HostTensor<const double>& k, const HostTensor<const double>& v,
+                     const HostTensor<const double>& o, const double* lse,
+                     const HostTensor<const double>& dout, const HostTensor<double>& dq,
+                     const HostTensor<double>& dk, const HostTensor<double>& dv,
+                     std::optional<DType> input_precision) {
+  check(p);
+  if (!lse) throw std::invalid_argument("reference: the backward needs the forward's lse");
+  const std::int64_t total_q = p.total_q();
+  std::vector<double> lse_rows;
+  for (std::int64_t b = 0; b < p.batch(); ++b) {
+    const Problem sp = p.sequence_problem(b);
+    const std::int64_t start_q = p.cu_seqlens_q[static_cast<std::size_t>(b)];
+    const std::int64_t start_k = p.cu_seqlens_k[static_cast<std::size_t>(b)];
+    const std::int64_t key_rows = p.cu_seqlens_k[static_cast<std::size_t>(b + 1)] - start_k;
+    const HostTensor<double> dq_b = slice(dq, start_q), dk_b = slice(dk, start_k), dv_b = slice(dv, start_k);
+    // Every key the sequence owns starts at 0: the dense backward below covers its first seqlen_kv; the rest
+    // (past seqused_k) no query sees.
+    for (std::int64_t j = 0; j < key_rows; ++j)
+      for (std::int64_t h = 0; h < p.heads_kv; ++h)
+        for (std::int64_t d = 0; d < p.head_dim; ++d) dk_b.at(0, j, h, d) = dv_b.at(0, j, h, d) = 0.0;
+    if (sp.seqlen_q == 0) continue;
+    // No key: o = 0 whatever q, so dQ = 0 (the dense reference takes no empty key set).
+    if (sp.seqlen_kv == 0) {
+      for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
+        for (std::int64_t h = 0; h < p.heads_q; ++h)
+          for (std::int64_t d = 0; d < p.head_dim; ++d) dq_b.at(0, i, h, d) = 0.0;
+      continue;
+    }
+    // The sequence's lse in the dense layout [1, Hq, Lq].
+    lse_rows.assign(static_cast<std::size_t>(p.heads_q * sp.seqlen_q), 0.0);
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
+        lse_rows[static_cast<std::size_t>(h * sp.seqlen_q + i)] = lse[h * total_q + start_q + i];
+    const HostTensor<const double> q_b = slice(q, start_q), k_b = slice(k, start_k), v_b = slice(v, start_k),
+                                   o_b = slice(o, start_q), dout_b = slice(dout, start_q);
+    if (input_precision) {
+      for (std::int64_t hk = 0; hk < p.heads_kv; ++hk)
+        backward_group_input_precision(sp, *input_precision, 0, hk, q_b, k_b, v_b, o_b, lse_rows.data(),
+                                       dout_b, dq_b, dk_b, dv_b);
+    } else {
+      backward(sp, q_b, k_b, v_b, o_b, lse_rows.data(), dout_b, dq_b, dk_b, dv_b);
     }
   }
 }

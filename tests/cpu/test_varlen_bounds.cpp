@@ -26,7 +26,8 @@ TEST_CASE(
                 ++checked;
                 const bool inside = s.first_q >= 0 && s.seqlen_q >= 0 && s.first_q + s.seqlen_q <= kTotalQ &&
                                     s.seqlen_q <= max_q && s.first_k >= 0 && s.seqlen_kv >= 0 &&
-                                    s.first_k + s.seqlen_kv <= kTotalK &&
+                                    s.first_k + s.seqlen_kv <= kTotalK && s.seqlen_kv <= s.key_rows &&
+                                    s.first_k + s.key_rows <= kTotalK &&
                                     (!has_used || s.seqlen_kv <= (used < 0 ? 0 : used));
                 if (!inside) {
                   INFO("q [" << q0 << ", " << q1 << ") k [" << k0 << ", " << k1 << ") used " << used << " ("
@@ -42,6 +43,7 @@ TEST_CASE(
                   REQUIRE(s.seqlen_q == q1 - q0);
                   REQUIRE(s.first_k == k0);
                   REQUIRE(s.seqlen_kv == (has_used ? used : k1 - k0));
+                  REQUIRE(s.key_rows == k1 - k0);
                 }
               }
   CHECK(checked > 100000);

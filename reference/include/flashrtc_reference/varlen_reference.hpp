@@ -1,7 +1,7 @@
 #pragma once
-/// CPU reference of the variable-length (packed) forward (docs/varlen.md): each sequence is a dense problem
-/// of batch 1 on its slice of the packed tensors, handed to forward_head (or its input-precision variant), so
-/// varlen shares the dense reference's math.
+/// CPU reference of the variable-length (packed) forward and backward (docs/varlen.md): each sequence is a
+/// dense problem of batch 1 on its slice of the packed tensors, handed to forward_head (or its
+/// input-precision variant), so varlen shares the dense reference's math.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -42,5 +42,18 @@ void forward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
                     const HostTensor<const double>& k, const HostTensor<const double>& v,
                     const HostTensor<double>& o, double* lse,
                     std::optional<DType> input_precision = std::nullopt);
+
+/// The varlen backward on host data: the dense reference backward (backward, or backward_input_precision's
+/// per-group computation in that dtype) on each sequence's slice, given the forward's o and lse [Hq, total_q]
+/// and dout like o; dq like q, dk and dv like k. Written: dq rows of each sequence's queries (0 where the
+/// sequence has no keys), dk and dv rows of every key each sequence owns in cu_seqlens_k, 0 for those past
+/// seqused_k and for every key of a sequence without queries or keys. Rows outside every sequence are not
+/// written. Throws std::invalid_argument as forward_varlen does.
+void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
+                     const HostTensor<const double>& k, const HostTensor<const double>& v,
+                     const HostTensor<const double>& o, const double* lse,
+                     const HostTensor<const double>& dout, const HostTensor<double>& dq,
+                     const HostTensor<double>& dk, const HostTensor<double>& dv,
+                     std::optional<DType> input_precision = std::nullopt);
 
 }  // namespace flashrtc::reference

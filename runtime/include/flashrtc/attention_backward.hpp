@@ -10,6 +10,7 @@
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/kernel_family.hpp"
+#include "flashrtc/varlen_params.hpp"
 
 namespace flashrtc {
 
@@ -49,5 +50,25 @@ FLASHRTC_API double attention_backward_flops(const BackwardParams& params);
 /// The query of the kernel of a backward call that op names (one of backward_operations), with that kernel's
 /// explicit tile from the call (explicit_tile: config for the main kernel, dq_config for the dQ pass).
 FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op);
+
+/// The variable-length backward (varlen_params.hpp, docs/varlen.md): the gradients of
+/// attention_varlen_forward, deterministic, as three kernels on params.stream: the pre-pass D = rowsum(dO *
+/// O) over every packed row (Operation::kBackwardPrep), the main kernel for dK and dV (kBackwardVarlen:
+/// varlen-bwd-mma) and the dQ pass (kBackwardDqVarlen: varlen-bwd-dq-mma), each over the sequences as
+/// attention_backward over a batch. Asynchronous (D in stream-ordered scratch); graph-capturable for any
+/// device-side lengths. Throws Error: kInvalidArgument naming the argument (nothing launched, outputs
+/// untouched); kUnsupported where no family serves the call (fp16 and bf16 on sm_80 and newer) or for an
+/// explicit config that cannot run; kNoDevice; kNvrtc; kDriver.
+FLASHRTC_API void attention_varlen_backward(const VarlenBackwardParams& params);
+
+/// Checks params as attention_varlen_backward does, without a device (and without reading the device
+/// arrays), the tiles config and dq_config included. Throws Error(kInvalidArgument), or Error(kUnsupported)
+/// where no family serves the dtype and head dim.
+FLASHRTC_API void validate_varlen_backward(const VarlenBackwardParams& params);
+
+/// The query of the kernel of a varlen backward call that op names: kBackwardPrep, kBackwardVarlen (with
+/// config) or kBackwardDqVarlen (with dq_config), resolved from max_seqlen_q and max_seqlen_k. Throws
+/// Error(kInvalidArgument) for any other op.
+FLASHRTC_API ConfigQuery config_query(const VarlenBackwardParams& params, Operation op);
 
 }  // namespace flashrtc

@@ -211,6 +211,42 @@ static inline void flashrtc_merge_states_params_init(flashrtc_merge_states_param
   flashrtc_merge_states_params_init_sized(p, (uint32_t)sizeof(flashrtc_merge_states_params));
 }
 FLASHRTC_API flashrtc_status flashrtc_merge_states(const flashrtc_merge_states_params* p);
+
+/* The variable-length backward (flashrtc/attention_backward.hpp, VarlenBackwardParams in
+ * flashrtc/varlen_params.hpp: its comments give the semantics): the gradients of a packed forward, always
+ * deterministic. Tensors are [total, heads, d] (stride_batch unused); cu_seqlens_q, cu_seqlens_k and the
+ * optional seqused_k are int32 device arrays. The tile, when given, is the main kernel's (dK, dV). Grows at
+ * the end like flashrtc_forward_params. */
+typedef struct flashrtc_varlen_backward_params {
+  uint32_t struct_size; /* sizeof(flashrtc_varlen_backward_params) as the caller knows it */
+  int32_t dtype;        /* flashrtc_dtype: fp16 or bf16 */
+  int64_t batch, total_q, total_k, max_seqlen_q, max_seqlen_k, heads_q, heads_kv, head_dim;
+  flashrtc_tensor q, k, v, o, d_o; /* q, o, d_o [total_q, Hq, d]; k, v [total_k, Hkv, d] */
+  const float* lse;                /* required: the forward's [Hq, total_q] float32 */
+  flashrtc_tensor d_q, d_k, d_v;   /* written: like q, k, v */
+  const int32_t* cu_seqlens_q;     /* [B + 1] */
+  const int32_t* cu_seqlens_k;     /* [B + 1] */
+  const int32_t* seqused_k;        /* optional [B] */
+  float softmax_scale;
+  int32_t has_softmax_scale;
+  int32_t mask;
+  int32_t block_m, block_n, warps, stages;
+  void* stream;
+  /* Later fields go here, each with a default of all-zero bytes. */
+} flashrtc_varlen_backward_params;
+
+/* The first layout's size and the largest accepted, with the rules of the forward's. */
+#define FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE 464u
+#define FLASHRTC_VARLEN_BACKWARD_PARAMS_MAX_SIZE 4096u
+
+/* Fills the first struct_size bytes of p with defaults (zeros, stride_dim 1, default scale, no tile
+ * override), as flashrtc_forward_params_init_sized does. */
+FLASHRTC_API void flashrtc_varlen_backward_params_init_sized(flashrtc_varlen_backward_params* p,
+                                                             uint32_t struct_size);
+static inline void flashrtc_varlen_backward_params_init(flashrtc_varlen_backward_params* p) {
+  flashrtc_varlen_backward_params_init_sized(p, (uint32_t)sizeof(flashrtc_varlen_backward_params));
+}
+FLASHRTC_API flashrtc_status flashrtc_attention_varlen_backward(const flashrtc_varlen_backward_params* p);
 FLASHRTC_API const char* flashrtc_last_error(void);
 FLASHRTC_API const char* flashrtc_status_name(flashrtc_status status);
 FLASHRTC_API const char* flashrtc_version(void);

@@ -46,10 +46,12 @@ enum class Operation : int {
   kKvAppend = 7,
   kMergeStates = 8,
   kBackwardFused = 9,
-  kForwardVarlen = 10  ///< the forward over packed sequences of their own lengths (varlen_params.hpp)
+  kForwardVarlen = 10,     ///< the forward over packed sequences of their own lengths (varlen_params.hpp)
+  kBackwardVarlen = 11,    ///< the varlen backward's main kernel (dK, dV); its pre-pass is kBackwardPrep's
+  kBackwardDqVarlen = 12,  ///< the varlen backward's dQ pass
 };
 /// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert", "decode", "decode-combine",
-/// "kv-append", "merge-states", "backward-fused", "forward-varlen".
+/// "kv-append", "merge-states", "backward-fused", "forward-varlen", "backward-varlen", "backward-dq-varlen".
 FLASHRTC_API const char* to_string(Operation op);
 
 /// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family
@@ -65,7 +67,7 @@ FLASHRTC_API std::string call_traits_text(unsigned missing);
 
 /// One template parameter of a family's kernel; a family lists them in the kernel's order. kPersistent is a
 /// bool: whether the grid is persistent (KernelFamily::persistent decides it per call). kVarlen is a bool,
-/// always true: the kernel's variable-length variant (a family of Operation::kForwardVarlen sharing a dense
+/// always true: the kernel's variable-length variant (a family of a varlen Operation sharing a dense
 /// family's kernel template lists it; the dense family leaves it at its default, false).
 enum class TemplateArg : int {
   kElementType,

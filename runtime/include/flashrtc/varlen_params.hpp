@@ -1,7 +1,8 @@
 #pragma once
-/// The parameters of a variable-length (packed) forward call: B sequences of their own lengths packed one
-/// after another along the token axis (docs/varlen.md). Plain data; the entry point is
-/// attention_varlen_forward in attention.hpp. Argument names follow FlashAttention's flash_attn_varlen_func.
+/// The parameters of a variable-length (packed) forward and backward call: B sequences of their own lengths
+/// packed one after another along the token axis (docs/varlen.md). Plain data; the entry points are
+/// attention_varlen_forward in attention.hpp and attention_varlen_backward in attention_backward.hpp.
+/// Argument names follow FlashAttention's flash_attn_varlen_func.
 #include <cstdint>
 #include <optional>
 
@@ -46,6 +47,43 @@ struct VarlenForwardParams {
   MaskKind mask = MaskKind::kNone;
   void* stream = nullptr;            ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;  ///< explicit tile; else tuned, else default
+};
+
+/// The gradients of a varlen forward call: its fields (same rules), the forward's o and lse, the upstream
+/// gradient d_o, and dQ, dK, dV written in the same packed layouts. Always deterministic (the same bits on
+/// every run): a main kernel forms dK and dV per key block, a separate pass dQ per query block, no atomics.
+///
+/// Written: the d_q rows of each sequence's queries (up to max_seqlen_q of them; 0 for a query that sees no
+/// key), and the d_k and d_v rows of every key each sequence owns (up to max_seqlen_k of them), 0 for keys no
+/// query sees (past seqused_k, or of a sequence without queries). Rows outside every sequence are never
+/// written.
+struct VarlenBackwardParams {
+  DType dtype = DType::kFloat16;  ///< of every tensor; fp16 or bf16 (the portable backward's)
+  std::int64_t batch = 0;         ///< sequences B
+  std::int64_t total_q = 0;       ///< rows of q, o, d_o and d_q (at least cu_seqlens_q[B])
+  std::int64_t total_k = 0;       ///< rows of k, v, d_k and d_v (at least cu_seqlens_k[B])
+  /// As the forward's: 1 <= max_seqlen_q <= total_q, 0 <= max_seqlen_k <= total_k, at least every sequence's
+  /// lengths (the grids cover max_seqlen_q queries and max_seqlen_k keys of each sequence).
+  std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  std::int64_t heads_q = 0, heads_kv = 0;  ///< heads_q % heads_kv == 0 (GQA, MQA)
+  std::int64_t head_dim = 0;               ///< a multiple of 8 up to 256
+  TensorRef q;                             ///< the forward's [total_q, Hq, d]
+  TensorRef k, v;                          ///< the forward's [total_k, Hkv, d]
+  TensorRef o;                             ///< the forward's output [total_q, Hq, d]
+  TensorRef d_o;                           ///< gradient of the loss by o, [total_q, Hq, d]
+  /// Required: the forward's lse, [Hq, total_q] float32, contiguous (entry (h, t) at h * total_q + t).
+  const float* lse = nullptr;
+  TensorRef d_q;       ///< written: [total_q, Hq, d]
+  TensorRef d_k, d_v;  ///< written: [total_k, Hkv, d] (summed over the query heads of a group)
+  /// As the forward's: device prefix sums [B + 1] and the optional seqused_k [B], int32, clamped as there.
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_k = nullptr;
+  const std::int32_t* seqused_k = nullptr;
+  std::optional<float> softmax_scale;   ///< the forward's; default 1/sqrt(head_dim)
+  MaskKind mask = MaskKind::kNone;      ///< the forward's, counted from each sequence's start
+  void* stream = nullptr;               ///< CUstream / cudaStream_t; null is the legacy default stream
+  std::optional<TileConfig> config;     ///< explicit tile for the main kernel (dK, dV); else tuned or default
+  std::optional<TileConfig> dq_config;  ///< explicit tile for the dQ pass; else tuned or default
 };
 
 }  // namespace flashrtc

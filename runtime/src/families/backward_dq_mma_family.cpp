@@ -1,5 +1,6 @@
 // The deterministic mode's dQ pass on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
-// kernel_sources/flashrtc/attention_backward_dq_mma.cuh.
+// kernel_sources/flashrtc/attention_backward_dq_mma.cuh; and its variable-length variant (varlen-bwd-dq-mma),
+// the same kernel template over the sequences of a packed call, with the same tiles.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -40,6 +41,31 @@ KernelFamily describe() {
 
 const KernelFamily& backward_dq_mma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_dq_varlen_mma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults, except where the sequence bounds in
+    // registers push a default over the margin on sm_90a (tests/cpu/test_default_margin.cpp; registers from
+    // this build's NVRTC 13.0.88).
+    KernelFamily f = describe();
+    f.name = "varlen-bwd-dq-mma";
+    f.operation = Operation::kBackwardDqVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_backward_query_blocks_launch;
+    for (KernelFamily::DefaultRow& row : f.defaults) {
+      const TileConfig dense = row.candidates.back().tile;
+      if (row.max_head_dim == 128) {
+        row.candidates = {{{dense.block_m, dense.block_n, dense.warps, 1}, 0, 0, 90, 90}, {dense}};
+        row.why += "; varlen: on sm_90a 254 registers (causal-br), with one stage 238-240";
+      } else {
+        row.candidates = {{{dense.block_m, 16, dense.warps, dense.stages}, 0, 0, 90, 90}, {dense}};
+        row.why += "; varlen: on sm_90a 250 registers (causal-br; one stage: 249 causal), 64x16 242-244";
+      }
+    }
+    return f;
+  }();
   return family;
 }
 

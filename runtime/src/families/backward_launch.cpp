@@ -1,5 +1,6 @@
 #include "families/backward_launch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -84,6 +85,43 @@ void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_par
   const std::int64_t m_blocks = (p.seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
   set_grid(shape, plan, m_blocks, p.batch * p.heads_q, "batch * heads_q * ceil(seqlen_q / block_m)");
   args.push(kernel_params(call, m_blocks));
+}
+
+namespace {
+
+kernel::VarlenBackwardParams varlen_kernel_params(const VarlenBackwardLaunch& call, std::int64_t num_blocks) {
+  const VarlenBackwardParams& p = *call.params;
+  kernel::VarlenBackwardParams k{};
+  k.dense = kernel_params(call.dense, num_blocks);
+  k.cu_seqlens_q = p.cu_seqlens_q;
+  k.cu_seqlens_k = p.cu_seqlens_k;
+  k.seqused_k = p.seqused_k;
+  k.total_q = static_cast<int>(p.total_q);
+  k.total_k = static_cast<int>(p.total_k);
+  return k;
+}
+
+}  // namespace
+
+void build_varlen_backward_key_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                             KernelArgs& args) {
+  const VarlenBackwardLaunch& call = *static_cast<const VarlenBackwardLaunch*>(op_params);
+  const VarlenBackwardParams& p = *call.params;
+  // One block at least per (sequence, kv head): with max_seqlen_k = 0 it writes the keys a sequence owns
+  // (none where the host's bound holds) and a grid of no blocks is not a launch.
+  const std::int64_t n_blocks =
+      std::max<std::int64_t>((p.max_seqlen_k + plan.spec.tile.block_n - 1) / plan.spec.tile.block_n, 1);
+  set_grid(shape, plan, n_blocks, p.batch * p.heads_kv, "batch * heads_kv * ceil(max_seqlen_k / block_n)");
+  args.push(varlen_kernel_params(call, n_blocks));
+}
+
+void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params,
+                                               LaunchShape& shape, KernelArgs& args) {
+  const VarlenBackwardLaunch& call = *static_cast<const VarlenBackwardLaunch*>(op_params);
+  const VarlenBackwardParams& p = *call.params;
+  const std::int64_t m_blocks = (p.max_seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
+  set_grid(shape, plan, m_blocks, p.batch * p.heads_q, "batch * heads_q * ceil(max_seqlen_q / block_m)");
+  args.push(varlen_kernel_params(call, m_blocks));
 }
 
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,

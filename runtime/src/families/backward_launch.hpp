@@ -3,6 +3,7 @@
 // build_launch takes a BackwardLaunch: the validated call and the workspaces attention_backward allocated.
 #include "flashrtc/attention_params.hpp"
 #include "flashrtc/kernel_family.hpp"
+#include "flashrtc/varlen_params.hpp"
 
 namespace flashrtc::detail {
 
@@ -13,6 +14,14 @@ struct BackwardLaunch {
   int dq_tile_rows = 0;       // its layout: 0 row-major, else the fused kernel's tiles of this many queries
 };
 
+// The launches of the varlen backward's kernels (docs/varlen.md): the call, and `dense`, the dense call its
+// kernels see (batch = sequences, seqlen_q and seqlen_kv = max_seqlen_q and max_seqlen_k, batch strides 0,
+// d_rows [heads_q, total_q] like lse).
+struct VarlenBackwardLaunch {
+  const VarlenBackwardParams* params = nullptr;
+  BackwardLaunch dense;
+};
+
 // KernelFamily::build_launch of the kernels with one thread block per (batch, kv head, block_n keys): the
 // main kernel. Throws Error(kInvalidArgument) when the grid would exceed 2^31 - 1 blocks (as every builder
 // here).
@@ -21,6 +30,12 @@ void build_backward_key_blocks_launch(const CallPlan& plan, const void* op_param
 // One thread block per (batch, query head, block_m queries): the deterministic dQ pass.
 void build_backward_query_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                         KernelArgs& args);
+// Their varlen variants over a VarlenBackwardLaunch: one thread block per (sequence, kv head, block_n keys of
+// max_seqlen_k, at least one block), and per (sequence, query head, block_m queries of max_seqlen_q).
+void build_varlen_backward_key_blocks_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                             KernelArgs& args);
+void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params,
+                                               LaunchShape& shape, KernelArgs& args);
 // For the Hopper kernels, which take the TMA maps of q, k, v and d_o after the params (attention_tensor_map.hpp):
 // pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or kv_rows rows (k, v).
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,

@@ -1,5 +1,6 @@
 // Backward attention's main kernel on tensor cores (mma.sync m16n8k16, sm_80 and newer), fp16 and bf16:
-// kernel_sources/flashrtc/attention_backward_mma.cuh.
+// kernel_sources/flashrtc/attention_backward_mma.cuh; and its variable-length variant (varlen-bwd-mma), the
+// same kernel template over the sequences of a packed call, with the same tiles.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -53,6 +54,31 @@ KernelFamily describe() {
 
 const KernelFamily& backward_mma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_varlen_mma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults, except where the sequence bounds in
+    // registers push a default over the margin (tests/cpu/test_default_margin.cpp; registers from this build's
+    // NVRTC 13.0.88): the same tiles with one stage there.
+    KernelFamily f = describe();
+    f.name = "varlen-bwd-mma";
+    f.operation = Operation::kBackwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_backward_key_blocks_launch;
+    for (KernelFamily::DefaultRow& row : f.defaults) {
+      if (row.max_head_dim < 128) continue;
+      const TileConfig two_stages = row.candidates.back().tile;
+      TileConfig one_stage = two_stages;
+      one_stage.stages = 1;
+      row.candidates = {{one_stage, 0, 0, 100, 119}, {two_stages}};
+      row.why += row.max_head_dim == 128
+                     ? "; varlen: on sm_100 with two stages 252-254 registers (causal masks), with one 236-238"
+                     : "; varlen: on sm_100 with two stages 252-254 registers (causal masks), with one 239-240";
+    }
+    return f;
+  }();
   return family;
 }
 

@@ -17,6 +17,8 @@ const KernelFamily& backward_wgmma_fused_family();
 const KernelFamily& backward_wgmma_split_family();
 const KernelFamily& backward_mma_family();
 const KernelFamily& backward_dq_mma_family();
+const KernelFamily& backward_varlen_mma_family();
+const KernelFamily& backward_dq_varlen_mma_family();
 const KernelFamily& backward_dq_wgmma_family();
 const KernelFamily& backward_simt_family();
 const KernelFamily& backward_dq_simt_family();
@@ -37,7 +39,8 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &backward_dq_convert_family(), &decode_mma_family(),         &kv_append_family(),
           &decode_combine_family(),      &merge_states_family(),
           &decode_simt_family(),         &backward_wgmma_fused_family(), &backward_wgmma_split_family(),
-          &forward_varlen_mma_family(),  &forward_varlen_simt_family(), &forward_varlen_wgmma_family()};
+          &forward_varlen_mma_family(),  &forward_varlen_simt_family(), &forward_varlen_wgmma_family(),
+          &backward_varlen_mma_family(), &backward_dq_varlen_mma_family()};
 }
 
 }  // namespace flashrtc::detail

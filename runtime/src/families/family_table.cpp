@@ -69,6 +69,8 @@ const char* to_string(Operation op) {
     case Operation::kMergeStates: return "merge-states";
     case Operation::kBackwardFused: return "backward-fused";
     case Operation::kForwardVarlen: return "forward-varlen";
+    case Operation::kBackwardVarlen: return "backward-varlen";
+    case Operation::kBackwardDqVarlen: return "backward-dq-varlen";
   }
   return "unknown";
 }

@@ -37,6 +37,9 @@ static_assert(offsetof(flashrtc_merge_states_params, struct_size) == 0, "struct_
 static_assert(sizeof(flashrtc_varlen_forward_params) == FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE,
               "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
 static_assert(offsetof(flashrtc_varlen_forward_params, struct_size) == 0, "struct_size heads the struct");
+static_assert(sizeof(flashrtc_varlen_backward_params) == FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(offsetof(flashrtc_varlen_backward_params, struct_size) == 0, "struct_size heads the struct");
 
 flashrtc::Error invalid(const std::string& message) {
   return flashrtc::Error(flashrtc::ErrorCode::kInvalidArgument, message);
@@ -80,6 +83,14 @@ flashrtc_varlen_forward_params default_params(const flashrtc_varlen_forward_para
   return p;
 }
 
+flashrtc_varlen_backward_params default_params(const flashrtc_varlen_backward_params*) {
+  flashrtc_varlen_backward_params p{};
+  p.struct_size = sizeof(flashrtc_varlen_backward_params);
+  p.q.stride_dim = p.k.stride_dim = p.v.stride_dim = p.o.stride_dim = p.d_o.stride_dim = 1;
+  p.d_q.stride_dim = p.d_k.stride_dim = p.d_v.stride_dim = 1;
+  return p;
+}
+
 // The sizes a caller's struct may declare, and the function that sets them, per growable struct.
 template <typename Params>
 struct SizeRange;
@@ -114,6 +125,12 @@ struct SizeRange<flashrtc_varlen_forward_params> {
   static constexpr std::uint32_t kMin = FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE,
                                  kMax = FLASHRTC_VARLEN_FORWARD_PARAMS_MAX_SIZE;
   static constexpr const char* kInit = "flashrtc_varlen_forward_params_init";
+};
+template <>
+struct SizeRange<flashrtc_varlen_backward_params> {
+  static constexpr std::uint32_t kMin = FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
+                                 kMax = FLASHRTC_VARLEN_BACKWARD_PARAMS_MAX_SIZE;
+  static constexpr const char* kInit = "flashrtc_varlen_backward_params_init";
 };
 
 // The caller's struct as this library knows it: the fields inside its declared size, defaults after them.
@@ -302,6 +319,36 @@ flashrtc::VarlenForwardParams from_c(const flashrtc_varlen_forward_params& p) {
   return params;
 }
 
+flashrtc::VarlenBackwardParams from_c(const flashrtc_varlen_backward_params& p) {
+  flashrtc::VarlenBackwardParams params;
+  params.dtype = static_cast<flashrtc::DType>(p.dtype);
+  params.batch = p.batch;
+  params.total_q = p.total_q;
+  params.total_k = p.total_k;
+  params.max_seqlen_q = p.max_seqlen_q;
+  params.max_seqlen_k = p.max_seqlen_k;
+  params.heads_q = p.heads_q;
+  params.heads_kv = p.heads_kv;
+  params.head_dim = p.head_dim;
+  params.q = to_ref(p.q);
+  params.k = to_ref(p.k);
+  params.v = to_ref(p.v);
+  params.o = to_ref(p.o);
+  params.d_o = to_ref(p.d_o);
+  params.lse = p.lse;
+  params.d_q = to_ref(p.d_q);
+  params.d_k = to_ref(p.d_k);
+  params.d_v = to_ref(p.d_v);
+  params.cu_seqlens_q = p.cu_seqlens_q;
+  params.cu_seqlens_k = p.cu_seqlens_k;
+  params.seqused_k = p.seqused_k;
+  params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
+  params.mask = static_cast<flashrtc::MaskKind>(p.mask);
+  params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
+  params.stream = p.stream;
+  return params;
+}
+
 template <typename F>
 flashrtc_status guarded(F&& body) {
   try {
@@ -363,6 +410,14 @@ void flashrtc_varlen_forward_params_init_sized(flashrtc_varlen_forward_params* p
 
 flashrtc_status flashrtc_attention_varlen_forward(const flashrtc_varlen_forward_params* p) {
   return guarded([&] { flashrtc::attention_varlen_forward(from_c(read_sized(p))); });
+}
+
+void flashrtc_varlen_backward_params_init_sized(flashrtc_varlen_backward_params* p, uint32_t struct_size) {
+  init_sized(p, struct_size);
+}
+
+flashrtc_status flashrtc_attention_varlen_backward(const flashrtc_varlen_backward_params* p) {
+  return guarded([&] { flashrtc::attention_varlen_backward(from_c(read_sized(p))); });
 }
 
 void flashrtc_merge_states_params_init_sized(flashrtc_merge_states_params* p, uint32_t struct_size) {

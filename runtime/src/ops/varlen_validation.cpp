@@ -1,6 +1,7 @@
-// Argument checks of attention_varlen_forward: every rule names the argument and its value, and runs before
-// anything touches the device. cu_seqlens_q, cu_seqlens_k and seqused_k live on the device: only their
-// pointers are checked here; the kernel clamps every value it reads from them (docs/varlen.md).
+// Argument checks of attention_varlen_forward and attention_varlen_backward: every rule names the argument
+// and its value, and runs before anything touches the device. cu_seqlens_q, cu_seqlens_k and seqused_k live
+// on the device: only their pointers are checked here; the kernel clamps every value it reads from them
+// (docs/varlen.md).
 #include "ops/varlen_validation.hpp"
 
 #include <cmath>
@@ -93,6 +94,45 @@ void validate_varlen_arguments(const VarlenForwardParams& p) {
   const __int128 lse_elems = static_cast<__int128>(p.heads_q) * p.total_q;
   if (lse_elems * 4 > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
     invalid("heads_q * total_q overflows a 64-bit index (index overflow)");
+}
+
+VarlenForwardParams forward_of(const VarlenBackwardParams& p) {
+  VarlenForwardParams f;
+  f.dtype = p.dtype;
+  f.batch = p.batch;
+  f.total_q = p.total_q;
+  f.total_k = p.total_k;
+  f.max_seqlen_q = p.max_seqlen_q;
+  f.max_seqlen_k = p.max_seqlen_k;
+  f.heads_q = p.heads_q;
+  f.heads_kv = p.heads_kv;
+  f.head_dim = p.head_dim;
+  f.q = p.q;
+  f.k = p.k;
+  f.v = p.v;
+  f.o = p.o;
+  f.cu_seqlens_q = p.cu_seqlens_q;
+  f.cu_seqlens_k = p.cu_seqlens_k;
+  f.seqused_k = p.seqused_k;
+  f.lse = const_cast<float*>(p.lse);  // read only: the forward's checks of it
+  f.softmax_scale = p.softmax_scale;
+  f.mask = p.mask;
+  f.stream = p.stream;
+  f.config = p.config;
+  return f;
+}
+
+void validate_varlen_backward_arguments(const VarlenBackwardParams& p) {
+  validate_varlen_arguments(forward_of(p));
+  if (!p.lse)
+    invalid(
+        "lse is null: the backward needs the forward's lse ([heads_q, total_q] float32; run the forward "
+        "with lse set)");
+  const std::size_t elem = dtype_size(p.dtype);
+  check_packed("d_o", p.d_o, p.total_q, p.heads_q, p.head_dim, elem);
+  check_packed("d_q", p.d_q, p.total_q, p.heads_q, p.head_dim, elem);
+  check_packed("d_k", p.d_k, p.total_k, p.heads_kv, p.head_dim, elem);
+  check_packed("d_v", p.d_v, p.total_k, p.heads_kv, p.head_dim, elem);
 }
 
 }  // namespace flashrtc::detail

@@ -1,0 +1,131 @@
+// attention_varlen_backward: the dense deterministic backward's three kernels over the sequences of a packed
+// call (docs/varlen.md), each resolved through the family table from the host's length bounds:
+//   bwd-prep           D = rowsum(dO * O) over every packed row: the dense pre-pass over one batch of total_q
+//                      queries, whose [1, Hq, total_q] rows are lse's [Hq, total_q] layout;
+//   varlen-bwd-mma     dK and dV, per (sequence, kv head, key block of max_seqlen_k);
+//   varlen-bwd-dq-mma  dQ, per (sequence, query head, query block of max_seqlen_q).
+#include <algorithm>
+
+#include "driver/stream_scratch.hpp"
+#include "families/backward_launch.hpp"
+#include "flashrtc/attention_backward.hpp"
+#include "flashrtc/config_resolution.hpp"
+#include "flashrtc/error.hpp"
+#include "ops/call_plan.hpp"
+#include "ops/varlen_validation.hpp"
+
+namespace flashrtc {
+
+namespace {
+
+constexpr Operation kVarlenBackwardOperations[] = {Operation::kBackwardPrep, Operation::kBackwardVarlen,
+                                                   Operation::kBackwardDqVarlen};
+
+// The dense call the kernels see: `batch` batches of seqlen_q queries and seqlen_kv keys over the packed
+// tensors, batch strides 0 (the varlen kernels move each block onto its sequence).
+BackwardParams dense_view(const VarlenBackwardParams& p, std::int64_t batch, std::int64_t seqlen_q,
+                          std::int64_t seqlen_kv) {
+  const auto packed = [](TensorRef t) {
+    t.stride_batch = 0;
+    return t;
+  };
+  BackwardParams d;
+  d.dtype = p.dtype;
+  d.batch = batch;
+  d.seqlen_q = seqlen_q;
+  d.seqlen_kv = seqlen_kv;
+  d.heads_q = p.heads_q;
+  d.heads_kv = p.heads_kv;
+  d.head_dim = p.head_dim;
+  d.q = packed(p.q);
+  d.k = packed(p.k);
+  d.v = packed(p.v);
+  d.o = packed(p.o);
+  d.d_o = packed(p.d_o);
+  d.lse = p.lse;
+  d.d_q = packed(p.d_q);
+  d.d_k = packed(p.d_k);
+  d.d_v = packed(p.d_v);
+  d.softmax_scale = p.softmax_scale;
+  d.mask = p.mask;
+  d.deterministic = true;
+  d.stream = p.stream;
+  return d;
+}
+
+}  // namespace
+
+ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
+  const std::optional<TileConfig>* tile = nullptr;
+  switch (op) {
+    case Operation::kBackwardPrep:
+      break;
+    case Operation::kBackwardVarlen:
+      tile = &p.config;
+      break;
+    case Operation::kBackwardDqVarlen:
+      tile = &p.dq_config;
+      break;
+    default:
+      throw Error(ErrorCode::kInvalidArgument, "operation " + std::string(to_string(op)) +
+                                                   ": not a kernel of the varlen backward (backward-prep, "
+                                                   "backward-varlen, backward-dq-varlen)");
+  }
+  // The packed tensors' strides are those of one token and one head: no varlen family needs a trait.
+  return {p.dtype,
+          static_cast<int>(p.head_dim),
+          p.mask,
+          p.max_seqlen_q,
+          std::max<std::int64_t>(p.max_seqlen_k, 1),
+          tile ? *tile : std::optional<TileConfig>{},
+          op,
+          kAllCallTraits};
+}
+
+void validate_varlen_backward(const VarlenBackwardParams& p) {
+  detail::validate_varlen_backward_arguments(p);
+  const int head_dim = static_cast<int>(p.head_dim);
+  for (Operation op : kVarlenBackwardOperations) {
+    // Any arch: the call's own is checked when it is resolved on its device.
+    if (serving_kernel_families(op, p.dtype, head_dim, "sm_90a").empty())
+      throw Error(ErrorCode::kUnsupported, "dtype=" + std::string(to_string(p.dtype)) +
+                                               ", head_dim=" + std::to_string(p.head_dim) + ": no " +
+                                               to_string(op) + " family serves it (fp16 and bf16 do)");
+    const std::optional<TileConfig>& tile = config_query(p, op).explicit_config;
+    if (!tile) continue;
+    const std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
+    if (!reason.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(op == Operation::kBackwardVarlen ? "config: " : "dq_config: ") + reason);
+  }
+}
+
+void attention_varlen_backward(const VarlenBackwardParams& p) {
+  detail::validate_varlen_backward_arguments(p);
+  // Every kernel is resolved (and compiled) before anything is allocated or launched.
+  const detail::PreparedCall& prep = detail::prepare_call(config_query(p, Operation::kBackwardPrep));
+  const detail::PreparedCall& main = detail::prepare_call(config_query(p, Operation::kBackwardVarlen));
+  const detail::PreparedCall& dq = detail::prepare_call(config_query(p, Operation::kBackwardDqVarlen));
+
+  const CUstream stream = static_cast<CUstream>(p.stream);
+  // D, [Hq, total_q] like lse; freed (stream-ordered) after the kernels below.
+  const std::size_t rows = static_cast<std::size_t>(p.heads_q * p.total_q);
+  const detail::Scratch scratch = detail::Scratch::on_stream(rows * sizeof(float), stream);
+  float* const d_rows = reinterpret_cast<float*>(scratch.data());
+
+  const BackwardParams all_rows = dense_view(p, 1, p.total_q, p.total_k);
+  detail::BackwardLaunch prep_launch;
+  prep_launch.params = &all_rows;
+  prep_launch.d_rows = d_rows;
+  detail::launch_prepared(prep, &prep_launch, stream);
+
+  const BackwardParams sequences = dense_view(p, p.batch, p.max_seqlen_q, p.max_seqlen_k);
+  detail::VarlenBackwardLaunch launch;
+  launch.params = &p;
+  launch.dense.params = &sequences;
+  launch.dense.d_rows = d_rows;
+  detail::launch_prepared(main, &launch, stream);
+  detail::launch_prepared(dq, &launch, stream);
+}
+
+}  // namespace flashrtc
