@@ -45,16 +45,14 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     stream, config: as flashrtc.attention's (tensors that are not torch tensors need out=, and lse_out= for
         the lse).
 
-    dtype float16 or bfloat16, the same for q, k, v (float32 has no variable-length kernel yet:
-    UnsupportedError); d a multiple of 8 up to 256; Hq a multiple of Hkv (GQA, MQA); the head dim contiguous
-    and the other strides multiples of 16 bytes. Asynchronous on the stream; no host synchronisation, so a
+    dtype float16, bfloat16 or float32 (no backward for float32), the same for q, k, v; d a multiple of 8 up to
+    256; Hq a multiple of Hkv (GQA, MQA); the head dim contiguous and the other strides multiples of 16 bytes. Asynchronous on the stream; no host synchronisation, so a
     CUDA graph replays it for any cu_seqlens values.
 
     Autograd and torch.compile: with grad enabled and a torch tensor among q, k, v that requires grad, or
     while compiling, the call is the operator flashrtc::attention_varlen (then out=, lse_out= and stream=
-    are refused: use torch.cuda.stream(...)). Its forward runs; its backward is not in this build, so
-    asking for a gradient through it (loss.backward()) raises UnsupportedError then, never a wrong or
-    missing gradient.
+    are refused: use torch.cuda.stream(...)). Its backward is flashrtc_attention_varlen_backward
+    (deterministic; dq, dk, dv zero on rows outside every sequence).
 
     Returns out, or (out, lse) with return_lse. Raises InvalidArgumentError naming the argument (nothing
     launched), and the C API's errors as flashrtc.attention does.

@@ -100,6 +100,23 @@ class VarlenForwardParams(ctypes.Structure):
                 ("stream", ctypes.c_void_p)]
 
 
+class VarlenBackwardParams(ctypes.Structure):
+    """flashrtc_varlen_backward_params (the gradients of the packed forward), grown like ForwardParams."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64),
+                ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", Tensor), ("k", Tensor), ("v", Tensor), ("o", Tensor), ("d_o", Tensor),
+                ("lse", ctypes.c_void_p), ("d_q", Tensor), ("d_k", Tensor), ("d_v", Tensor),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+                ("seqused_k", ctypes.c_void_p),
+                ("softmax_scale", ctypes.c_float), ("has_softmax_scale", ctypes.c_int32),
+                ("mask", ctypes.c_int32),
+                ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
+                ("stages", ctypes.c_int32),
+                ("stream", ctypes.c_void_p)]
+
+
 # flashrtc_dtype and flashrtc_mask.
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT = 0, 1, 2
@@ -146,14 +163,16 @@ class Library:
             self._backward_defaults = BackwardParams()
             backward_init(self._backward_defaults, ctypes.sizeof(BackwardParams))
         # The KV-cache and varlen entry points are optional too (a library built before them serves the rest).
-        self.kvcache = self.merge_states = self.varlen_forward = None
+        self.kvcache = self.merge_states = self.varlen_forward = self.varlen_backward = None
         self._optional_defaults = {}
         for struct, init, run, attribute in (
                 (KvCacheParams, "flashrtc_kvcache_params_init_sized", "flashrtc_attention_with_kvcache", "kvcache"),
                 (MergeStatesParams, "flashrtc_merge_states_params_init_sized", "flashrtc_merge_states",
                  "merge_states"),
                 (VarlenForwardParams, "flashrtc_varlen_forward_params_init_sized",
-                 "flashrtc_attention_varlen_forward", "varlen_forward")):
+                 "flashrtc_attention_varlen_forward", "varlen_forward"),
+                (VarlenBackwardParams, "flashrtc_varlen_backward_params_init_sized",
+                 "flashrtc_attention_varlen_backward", "varlen_backward")):
             if hasattr(cdll, init) and hasattr(cdll, run):
                 pointer = ctypes.POINTER(struct)
                 setattr(self, attribute, self._function(run, ctypes.c_int, [pointer]))
@@ -177,8 +196,8 @@ class Library:
         return BackwardParams.from_buffer_copy(self._backward_defaults)
 
     def new_optional_params(self, struct, entry_point: str):
-        """A KvCacheParams, MergeStatesParams or VarlenForwardParams with the library's defaults;
-        UnsupportedError for a library built before entry_point existed."""
+        """A KvCacheParams, MergeStatesParams, VarlenForwardParams or VarlenBackwardParams with the library's
+        defaults; UnsupportedError for a library built before entry_point existed."""
         defaults = self._optional_defaults.get(struct)
         if defaults is None:
             raise UnsupportedError(f"flashrtc: {self.path} has no {entry_point}: it was built before that entry "

@@ -21,9 +21,7 @@ schema says so, so torch.compile and functionalization order it), and neither ha
 autograd would record raises; merge_states' registered backward raises too). The CUDA implementations are
 _forward's, _backward's and _kvcache's launches; flashrtc.attention (_attention) and the KV-cache functions
 (_decode) import this module, and so torch, only for a call that needs it. attention_varlen's autograd formula
-calls its backward operator, whose CUDA implementation is _varlen.varlen_backward: it raises UnsupportedError
-until the library has a varlen backward, so the forward works under autograd and only a gradient asked for
-through it fails.
+calls its backward operator, whose CUDA implementation is _varlen.varlen_backward.
 """
 from __future__ import annotations
 
@@ -406,8 +404,7 @@ def _varlen_setup_context(ctx, inputs, output):
 
 
 def _varlen_gradients(ctx, dout, _dlse):
-    """Run only when a gradient through the call is asked for: the backward operator (which refuses while the
-    library has no varlen backward)."""
+    """Run only when a gradient through the call is asked for: the backward operator."""
     q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k = ctx.saved_tensors
     max_seqlen_q, max_seqlen_k, softmax_scale, causal = ctx.options
     dq, dk, dv = torch.ops.flashrtc.attention_varlen_backward.default(

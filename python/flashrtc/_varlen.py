@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 
 from . import _bounds, _library
 from ._arguments import check_same_device, scale_of, tile_of
-from ._errors import InvalidArgumentError, UnsupportedError
+from ._errors import InvalidArgumentError
 from ._kvcache import allocate, causal_mask, check_dims, check_int32
 from ._marshal import launch as launch_on_device, resolve_stream, tensor_struct, torch_stream
 from ._streams import dlpack_stream
@@ -144,17 +144,50 @@ def varlen_for_operator(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
     return call.out, call.lse
 
 
-NO_VARLEN_BACKWARD = ("flashrtc: the variable-length backward is not available in this build (the library has no "
-                      "flashrtc_attention_varlen_backward): attention_varlen's forward works under autograd, but "
-                      "a gradient through it cannot be computed; call it under torch.no_grad() (or detach its "
-                      "inputs), or use flashrtc.attention on padded batches for training")
-
-
 def varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
                     causal, seqused_k):
-    """(dq, dk, dv) of the varlen forward: the backward operator's CUDA implementation, run only when autograd
-    asks for a gradient through attention_varlen. The library has no varlen backward yet, so this refuses;
-    once flashrtc_attention_varlen_backward exists, this is the one function to fill (a prepare and launch
-    like prepare_varlen's, lse as the forward's [Hq, total_q]); the operator and its autograd formula
-    (_torch_ops) already pass everything it needs."""
-    raise UnsupportedError(NO_VARLEN_BACKWARD)
+    """(dq, dk, dv) of the varlen forward (torch tensors, as the backward operator's CUDA implementation gets
+    them): one flashrtc_attention_varlen_backward call on the current stream, deterministic. The gradients are
+    allocated zeroed: the library writes the rows of the sequences only, and a row outside every sequence
+    (past cu_seqlens[B]) had no effect on the output."""
+    import torch
+    library = _library.load()
+    handle = torch.cuda.current_stream(q.device).cuda_stream
+    export_stream = dlpack_stream(handle)
+    inputs = {name: view(name, x, export_stream) for name, x in
+              (("dout", dout), ("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse),
+               ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))}
+    if seqused_k is not None:
+        inputs["seqused_k"] = view("seqused_k", seqused_k, export_stream)
+    qv, kv = inputs["q"], inputs["k"]
+    total_q, heads_q, head_dim = qv.shape
+    total_k, heads_kv, _ = kv.shape
+    if inputs["dout"].shape != qv.shape or inputs["dout"].dtype != qv.dtype:
+        raise InvalidArgumentError(f"dout is {inputs['dout'].dtype} {inputs['dout'].shape}, q {qv.dtype} "
+                                   f"{qv.shape}: they must match")
+    _check_lse(inputs["lse"], (heads_q, total_q))
+    grads = [torch.zeros_like(x, memory_format=torch.contiguous_format) for x in (q, k, v)]
+    outputs = {name: view(name, g, export_stream) for name, g in zip(("dq", "dk", "dv"), grads)}
+    check_same_device(tuple({**inputs, **outputs}.items()))
+
+    p = library.new_optional_params(_library.VarlenBackwardParams, "flashrtc_attention_varlen_backward")
+    p.dtype = _library.DTYPES[qv.dtype]
+    p.batch = inputs["cu_seqlens_q"].shape[0] - 1
+    p.total_q, p.total_k = total_q, total_k
+    p.max_seqlen_q = max_seqlen(max_seqlen_q, "max_seqlen_q")
+    p.max_seqlen_k = max_seqlen(max_seqlen_k, "max_seqlen_k")
+    p.heads_q, p.heads_kv, p.head_dim = heads_q, heads_kv, head_dim
+    p.q, p.k, p.v, p.o, p.d_o = (_packed_struct(inputs[n]) for n in ("q", "k", "v", "o", "dout"))
+    p.d_q, p.d_k, p.d_v = (_packed_struct(outputs[n]) for n in ("dq", "dk", "dv"))
+    p.lse = inputs["lse"].ptr or None
+    p.cu_seqlens_q = inputs["cu_seqlens_q"].ptr or None
+    p.cu_seqlens_k = inputs["cu_seqlens_k"].ptr or None
+    if "seqused_k" in inputs:
+        p.seqused_k = inputs["seqused_k"].ptr or None
+    scale = scale_of(softmax_scale)
+    if scale is not None:
+        p.softmax_scale, p.has_softmax_scale = scale, 1
+    p.mask = causal_mask(causal)
+    p.stream = handle or None
+    launch_on_device(library, library.varlen_backward, p, qv.device)
+    return tuple(grads)

@@ -1,7 +1,7 @@
 """flashrtc.attention_varlen without a GPU: the ctypes mirror of flashrtc_varlen_forward_params, argument
 errors from Python and from the library (validate_varlen_forward), the struct a call builds, torch-mode
 allocation (python/tests/fake_torch.py), and, with real torch, the operator's schema, its fake implementation
-and an autograd formula that refuses only a gradient actually asked for. Pointers are made up and never
+and an autograd formula that runs the backward operator only for a gradient actually asked for. Pointers are made up and never
 dereferenced: every call stops at validation, or at NoDevice.
 
 Usage: FLASHRTC_LIBRARY=<build>/runtime/libflashrtc.so python3 python/tests/test_varlen_cpu.py
@@ -70,6 +70,23 @@ class StructLayout(unittest.TestCase):
                    "cu_seqlens_k": 240, "seqused_k": 248, "lse": 256, "softmax_scale": 264,
                    "has_softmax_scale": 268, "mask": 272, "block_m": 276, "stages": 288, "stream": 296}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
+    def test_varlen_backward_params(self):
+        P = _library.VarlenBackwardParams
+        self.assertEqual(ctypes.sizeof(P), 464)
+        offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "total_k": 24, "max_seqlen_k": 40, "head_dim": 64,
+                   "q": 72, "o": 192, "d_o": 232, "lse": 272, "d_q": 280, "d_v": 360, "cu_seqlens_q": 400,
+                   "seqused_k": 416, "softmax_scale": 424, "has_softmax_scale": 428, "mask": 432, "block_m": 436,
+                   "stages": 448, "stream": 456}
+        self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
+
+    @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
+    def test_the_library_fills_the_backward_defaults(self):
+        p = _library.load().new_optional_params(_library.VarlenBackwardParams, "flashrtc_attention_varlen_backward")
+        self.assertEqual(p.struct_size, 464)
+        self.assertEqual((p.q.stride_dim, p.d_o.stride_dim, p.d_q.stride_dim, p.d_v.stride_dim), (1, 1, 1, 1))
+        self.assertEqual((p.mask, p.has_softmax_scale, p.block_m, p.stages), (0, 0, 0, 0))
+        self.assertEqual((p.lse, p.cu_seqlens_q, p.seqused_k, p.stream), (None, None, None, None))
 
     @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
     def test_the_library_fills_the_defaults(self):
@@ -248,8 +265,7 @@ class TorchMode(unittest.TestCase):
 @unittest.skipUnless(torch is not None, "torch is not installed")
 class Operator(unittest.TestCase):
     """The torch.library operator: its fake implementation's outputs (what torch.compile and CUDA-graph
-    capture plan with), and an autograd formula whose backward runs, and refuses, only when a gradient is
-    asked for."""
+    capture plan with), and an autograd formula whose backward runs only when a gradient is asked for."""
 
     @classmethod
     def setUpClass(cls):
@@ -281,27 +297,42 @@ class Operator(unittest.TestCase):
                 torch.ops.flashrtc.attention_varlen.default(q.view(1, 37, 8, 128), k, k, cu, cu, 16, 20, None,
                                                             False, None, [])
 
-    def test_backward_refuses_only_when_asked(self):
-        # CPU stand-ins for the CUDA kernels: the forward gives zeros, the backward is the real one.
+    def test_backward_runs_only_when_asked(self):
+        # CPU stand-ins for the CUDA kernels: the forward gives zeros, the backward records what the autograd
+        # formula hands it and returns marked gradients.
         def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k, tile):
             return torch.zeros_like(q), torch.zeros((q.shape[1], q.shape[0]), dtype=torch.float32)
 
+        calls = []
+
+        def backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k):
+            calls.append((dout.clone(), lse.shape, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k))
+            return torch.full_like(q, 1.0), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
+
         library = torch.library.Library("flashrtc", "IMPL")
         library.impl("attention_varlen", forward, "CPU")
-        library.impl("attention_varlen_backward", self.ops.varlen_backward, "CPU")
+        library.impl("attention_varlen_backward", backward, "CPU")
         q = torch.randn((6, 2, 64), requires_grad=True)
         k = torch.randn((9, 1, 64), requires_grad=True)
-        cu = torch.tensor([0, 2, 6], dtype=torch.int32)
-        o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, k, cu, cu, 4, 4, None, True, None, [])
+        v = torch.randn((9, 1, 64), requires_grad=True)
+        cu_q, cu_k = torch.tensor([0, 2, 6], dtype=torch.int32), torch.tensor([0, 4, 9], dtype=torch.int32)
+        used = torch.tensor([3, 5], dtype=torch.int32)
+        o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, v, cu_q, cu_k, 4, 5, 0.5, True, used, [])
         self.assertTrue(o.requires_grad)  # recorded: the forward runs under autograd
         self.assertFalse(lse.requires_grad)
         (q * 2).sum().backward()  # a gradient that does not flow through the call runs no varlen backward
         self.assertTrue(torch.equal(q.grad, torch.full_like(q, 2)))
+        self.assertEqual(calls, [])
         q.grad = None
-        with self.assertRaises(flashrtc.UnsupportedError) as caught:
-            o.sum().backward()
-        self.assertIn("variable-length backward is not available", str(caught.exception))
-        self.assertIsNone(q.grad)
+        (o * 3).sum().backward()
+        self.assertEqual(len(calls), 1)
+        dout, lse_shape, got_cu_q, got_cu_k, max_q, max_k, scale, causal, got_used = calls[0]
+        self.assertTrue(torch.equal(dout, torch.full_like(q, 3.0)))
+        self.assertEqual((lse_shape, max_q, max_k, scale, causal), ((2, 6), 4, 5, 0.5, True))
+        self.assertTrue(torch.equal(got_cu_q, cu_q) and torch.equal(got_cu_k, cu_k) and torch.equal(got_used, used))
+        self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+        self.assertTrue(torch.equal(k.grad, torch.full_like(k, 2.0)))
+        self.assertTrue(torch.equal(v.grad, torch.full_like(v, 3.0)))
 
     def test_python_checks_before_the_operator(self):
         q = torch.zeros((6, 2, 64), requires_grad=True)

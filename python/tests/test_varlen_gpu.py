@@ -3,8 +3,9 @@ separately (explicit math: scores, mask, logsumexp): lengths 1, 2, odd and past 
 keys (o = 0, lse = -inf), B = 1, many short sequences, Nq != Nk, causal bottom-right with Nq > Nk (and
 Nq == Nk equal to SDPA's top-left is_causal), seqused_k, GQA, fp16 and bf16, d 64 and 128, the lse; rows past
 cu_seqlens_q[B] keep their bytes; a CUDA graph replayed with other lengths; torch.compile(fullgraph=True) of a
-function calling attention_varlen; the operator under autograd (forward runs, a gradient asked for raises
-UnsupportedError); torch.library.opcheck.
+function calling attention_varlen; gradients through the operator against float64 autograd per sequence
+(zero outside the sequences, the same bits twice; fp32 has no varlen backward: UnsupportedError);
+torch.library.opcheck.
 
 Run: python3 python/tests/test_varlen_gpu.py -v (with FLASHRTC_LIBRARY set, or the library found otherwise).
 Without torch or a CUDA device it prints "GPU TESTS SKIPPED" and exits 77.
@@ -39,14 +40,15 @@ def prefix_sums(lengths):
     return torch.tensor(sums, dtype=torch.int32, device="cuda")
 
 
-def reference(q, k, v, cu_q, cu_k, causal=False, scale=None, seqused_k=None):
-    """(o, lse) in float32: o [total_q, Hq, d] and lse [Hq, total_q], zero and -inf for rows outside every
-    sequence and rows that see no key; query i of sequence b sees key j iff j <= i + Lk - Lq when causal."""
+def reference(q, k, v, cu_q, cu_k, causal=False, scale=None, seqused_k=None, dtype=torch.float32 if torch else None):
+    """(o, lse) computed in dtype (differentiable): o [total_q, Hq, d] and lse [Hq, total_q], zero and -inf for
+    rows outside every sequence and rows that see no key; query i of sequence b sees key j iff
+    j <= i + Lk - Lq when causal."""
     total_q, hq, d = q.shape
     hkv = k.shape[1]
     scale = 1 / math.sqrt(d) if scale is None else scale
-    o = torch.zeros(total_q, hq, d, device=q.device)
-    lse = torch.full((hq, total_q), -math.inf, device=q.device)
+    o = torch.zeros(total_q, hq, d, device=q.device, dtype=dtype)
+    lse = torch.full((hq, total_q), -math.inf, device=q.device, dtype=dtype)
     cu_q, cu_k = cu_q.tolist(), cu_k.tolist()
     for b in range(len(cu_q) - 1):
         q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
@@ -55,9 +57,9 @@ def reference(q, k, v, cu_q, cu_k, causal=False, scale=None, seqused_k=None):
         lq, lk = q1 - q0, k1 - k0
         if lq == 0 or lk == 0:
             continue
-        keys = k[k0:k1].float().repeat_interleave(hq // hkv, 1).transpose(0, 1)  # [Hq, Lk, d]
-        values = v[k0:k1].float().repeat_interleave(hq // hkv, 1).transpose(0, 1)
-        s = q[q0:q1].float().transpose(0, 1) @ keys.transpose(-1, -2) * scale  # [Hq, Lq, Lk]
+        keys = k[k0:k1].to(dtype).repeat_interleave(hq // hkv, 1).transpose(0, 1)  # [Hq, Lk, d]
+        values = v[k0:k1].to(dtype).repeat_interleave(hq // hkv, 1).transpose(0, 1)
+        s = q[q0:q1].to(dtype).transpose(0, 1) @ keys.transpose(-1, -2) * scale  # [Hq, Lq, Lk]
         if causal:
             i = torch.arange(lq, device=q.device)[:, None]
             j = torch.arange(lk, device=q.device)[None, :]
@@ -229,7 +231,59 @@ class Varlen(unittest.TestCase):
             self.check(torch.float16, (out, lse), reference(q, k, v, cu_q, cu_k, causal=True),
                        f"graph replay, lengths {lengths_q} {lengths_k}")
 
-    def test_autograd_forward_runs_and_the_backward_refuses(self):
+    def grads_case(self, lengths_q, lengths_k, dtype, hq=4, hkv=2, d=64, causal=False, scale=None, seqused=None,
+                   pad=3):
+        """loss.backward() through attention_varlen against autograd through the explicit reference in float64,
+        within twice the same reference's error in the inputs' dtype plus eps x max|reference| (the rule of
+        test_autograd_gpu.py); pad rows past the last sequence of q and k get zero gradients."""
+        g = self.g
+        total_q, total_k = sum(lengths_q) + pad, sum(lengths_k) + pad
+        q, k, v = (randn(n, h, d, dtype=dtype, generator=g) for n, h in ((total_q, hq), (total_k, hkv), (total_k, hkv)))
+        dout = randn(total_q, hq, d, dtype=dtype, generator=g)
+        cu_q, cu_k = prefix_sums(lengths_q), prefix_sums(lengths_k)
+        used = torch.tensor(seqused, dtype=torch.int32, device="cuda") if seqused is not None else None
+
+        def grads(fn, cast):
+            leaves = [cast(x).detach().requires_grad_() for x in (q, k, v)]
+            o = fn(*leaves)
+            o.backward(cast(dout))
+            return [o.detach()] + [x.grad for x in leaves]
+
+        def mine(*x):
+            return flashrtc.attention_varlen(*x, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal,
+                                             softmax_scale=scale, seqused_k=used)
+
+        def math_in(*x):
+            return reference(*x, cu_q, cu_k, causal=causal, scale=scale, seqused_k=used, dtype=x[0].dtype)[0]
+
+        got = grads(mine, lambda x: x)
+        again = grads(mine, lambda x: x)
+        want = grads(math_in, lambda x: x.double())
+        peer = grads(math_in, lambda x: x)
+        what = f"{dtype} d={d} {hq}/{hkv} causal={causal} lengths {lengths_q} {lengths_k} used {seqused}"
+        eps = torch.finfo(dtype).eps
+        for name, m, m2, r, pe in zip(("o", "dq", "dk", "dv"), got, again, want, peer):
+            self.assertTrue(torch.equal(m, m2), f"{what}: {name} differs between two runs")
+            err = (m.double() - r).abs().max().item()
+            peer_err = (pe.double() - r).abs().max().item()
+            eps_term = eps * max(r.abs().max().item(), 1e-3)
+            self.assertLessEqual(err, 2 * peer_err + eps_term, f"{what}: {name} off by {err:.3g}, "
+                                 f"the {dtype} math by {peer_err:.3g}")
+        for name, grad, start in (("dq", got[1], sum(lengths_q)), ("dk", got[2], sum(lengths_k)),
+                                  ("dv", got[3], sum(lengths_k))):
+            self.assertTrue(bool((grad[start:] == 0).all()), f"{what}: {name} rows past the sequences not zero")
+
+    def test_gradients(self):
+        for dtype in (torch.float16, torch.bfloat16):
+            for d in (64, 128):
+                for causal in (False, True):
+                    self.grads_case((1, 2, 37, 130), (1, 5, 37, 200), dtype, d=d, causal=causal)
+        self.grads_case((65, 3), (0, 80), torch.float16, causal=True)  # a sequence without keys: zero dq
+        self.grads_case((40, 17), (60, 30), torch.bfloat16, hq=6, hkv=1, scale=0.3, seqused=(45, 30))
+        self.grads_case((300,), (300,), torch.float16, hq=2, hkv=2, d=128, causal=True, pad=0)
+        self.grads_case(tuple(range(1, 18)) * 4, tuple(range(1, 18)) * 4, torch.bfloat16, causal=True)
+
+    def test_autograd_paths(self):
         g = self.g
         q = randn(12, 4, 64, dtype=torch.float16, generator=g).requires_grad_()
         k = randn(16, 4, 64, dtype=torch.float16, generator=g).requires_grad_()
@@ -239,13 +293,18 @@ class Varlen(unittest.TestCase):
         self.assertTrue(o.requires_grad)
         self.check(torch.float16, (o.detach(), lse), reference(q.detach(), k.detach(), v, cu_q, cu_k, causal=True),
                    "under autograd")
-        with self.assertRaisesRegex(flashrtc.UnsupportedError, "variable-length backward is not available"):
-            o.float().sum().backward()
+        o.float().sum().backward()
+        self.assertEqual((q.grad.shape, k.grad.shape), (q.shape, k.shape))
+        self.assertIsNone(v.grad)
         with torch.no_grad():  # no grad: the plain path, out= taken
             out = torch.empty_like(o)
             self.assertIs(flashrtc.attention_varlen(q, k, v, cu_q, cu_k, 7, 8, out=out), out)
         with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "out= is not supported"):
             flashrtc.attention_varlen(q, k, v, cu_q, cu_k, 7, 8, out=out)
+        qf = q.detach().float().requires_grad_()
+        of = flashrtc.attention_varlen(qf, k.detach().float(), v.float(), cu_q, cu_k, 7, 8)
+        with self.assertRaises(flashrtc.UnsupportedError):  # fp32 has a forward, no varlen backward
+            of.sum().backward()
 
     def test_opcheck(self):
         """torch.library.opcheck: the schema (nothing written), the fake against the real outputs, tracing
@@ -268,8 +327,8 @@ class Varlen(unittest.TestCase):
             flashrtc.attention_varlen(q, q, q, cu.long(), cu, 5, 5)
         with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "max_seqlen_q"):
             flashrtc.attention_varlen(q, q, q, cu, cu, 9, 5)
-        with self.assertRaises(flashrtc.UnsupportedError):  # no float32 varlen kernel
-            flashrtc.attention_varlen(q.float(), q.float(), q.float(), cu, cu, 5, 5)
+        with self.assertRaisesRegex(flashrtc.InvalidArgumentError, "dtype"):
+            flashrtc.attention_varlen(q.double(), q.double(), q.double(), cu, cu, 5, 5)
 
 
 if __name__ == "__main__":
