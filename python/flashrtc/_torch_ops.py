@@ -407,6 +407,8 @@ def _varlen_gradients(ctx, dout, _dlse):
     """Run only when a gradient through the call is asked for: the backward operator."""
     q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k = ctx.saved_tensors
     max_seqlen_q, max_seqlen_k, softmax_scale, causal = ctx.options
+    if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
+        dout = torch.empty_like(o).copy_(dout)
     dq, dk, dv = torch.ops.flashrtc.attention_varlen_backward.default(
         dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
         seqused_k)

@@ -263,6 +263,8 @@ class Varlen(unittest.TestCase):
         what = f"{dtype} d={d} {hq}/{hkv} causal={causal} lengths {lengths_q} {lengths_k} used {seqused}"
         eps = torch.finfo(dtype).eps
         for name, m, m2, r, pe in zip(("o", "dq", "dk", "dv"), got, again, want, peer):
+            if name == "o":  # o's rows past the sequences are never written (a new out: uninitialized)
+                m, m2, r, pe = (t[:sum(lengths_q)] for t in (m, m2, r, pe))
             self.assertTrue(torch.equal(m, m2), f"{what}: {name} differs between two runs")
             err = (m.double() - r).abs().max().item()
             peer_err = (pe.double() - r).abs().max().item()
