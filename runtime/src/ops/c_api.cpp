@@ -293,8 +293,10 @@ flashrtc::MergeStatesParams from_c(const flashrtc_merge_states_params& p) {
   return params;
 }
 
-flashrtc::VarlenForwardParams from_c(const flashrtc_varlen_forward_params& p) {
-  flashrtc::VarlenForwardParams params;
+// The fields the two varlen structs share, by name: C is the C struct, P the C++ one.
+template <typename C, typename P>
+P varlen_from_c(const C& p) {
+  P params;
   params.dtype = static_cast<flashrtc::DType>(p.dtype);
   params.batch = p.batch;
   params.total_q = p.total_q;
@@ -319,33 +321,16 @@ flashrtc::VarlenForwardParams from_c(const flashrtc_varlen_forward_params& p) {
   return params;
 }
 
+flashrtc::VarlenForwardParams from_c(const flashrtc_varlen_forward_params& p) {
+  return varlen_from_c<flashrtc_varlen_forward_params, flashrtc::VarlenForwardParams>(p);
+}
+
 flashrtc::VarlenBackwardParams from_c(const flashrtc_varlen_backward_params& p) {
-  flashrtc::VarlenBackwardParams params;
-  params.dtype = static_cast<flashrtc::DType>(p.dtype);
-  params.batch = p.batch;
-  params.total_q = p.total_q;
-  params.total_k = p.total_k;
-  params.max_seqlen_q = p.max_seqlen_q;
-  params.max_seqlen_k = p.max_seqlen_k;
-  params.heads_q = p.heads_q;
-  params.heads_kv = p.heads_kv;
-  params.head_dim = p.head_dim;
-  params.q = to_ref(p.q);
-  params.k = to_ref(p.k);
-  params.v = to_ref(p.v);
-  params.o = to_ref(p.o);
+  auto params = varlen_from_c<flashrtc_varlen_backward_params, flashrtc::VarlenBackwardParams>(p);
   params.d_o = to_ref(p.d_o);
-  params.lse = p.lse;
   params.d_q = to_ref(p.d_q);
   params.d_k = to_ref(p.d_k);
   params.d_v = to_ref(p.d_v);
-  params.cu_seqlens_q = p.cu_seqlens_q;
-  params.cu_seqlens_k = p.cu_seqlens_k;
-  params.seqused_k = p.seqused_k;
-  params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
-  params.mask = static_cast<flashrtc::MaskKind>(p.mask);
-  params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
-  params.stream = p.stream;
   return params;
 }
 
