@@ -14,6 +14,13 @@
 // handed over by mbarriers: "full" ones the TMA completes, "empty" ones each consumer warp arrives on once
 // its products have read the buffer (V after dP, K after dQ). dQ * scale leaves from registers. Every dQ
 // element is one thread's fixed sequence of additions: the same bits on every run.
+//
+// kVarlen: the variable-length backward's dQ (docs/varlen.md), one block per (sequence, query head, block_m
+// queries of max_seqlen_q): the block's batch is a sequence, its TMA coordinates start at the sequence's
+// first rows of maps over the packed tensors (one batch of total rows). The key tile crossing the sequence's
+// end reads the next sequence's K and V (or NaN where none owns them): those keys' dS is 0 by select and
+// their K rows are set to 0 in shared memory before dS K reads them (0 * NaN = NaN). Query rows past the end
+// only reach their own dQ rows, which are not stored. Without it none of that is compiled.
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
 #include "flashrtc/block_ranges.cuh"
@@ -22,6 +29,7 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/sm90_async.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_backward_dq_shape.cuh"
 
@@ -29,9 +37,10 @@ namespace flashrtc {
 
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = 64 for Q and dO, block_n for K and V.
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_backward_dq_wgmma(const __grid_constant__ kernel::BackwardParams p,
+    attention_backward_dq_wgmma(const __grid_constant__ typename kernel::BackwardParamsOf<kVarlen>::type args,
                                 const __grid_constant__ TmaDescriptor q_map,
                                 const __grid_constant__ TmaDescriptor k_map,
                                 const __grid_constant__ TmaDescriptor v_map,
@@ -49,6 +58,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   constexpr int kQKSteps = kHeadDim / 16;
   constexpr int kDSSteps = kBlockN / 16;
   constexpr bool kCausal = kMask != kernel::Mask::kNone;
+  const kernel::BackwardParams& p = kernel::dense_params(args);
 
   extern __shared__ unsigned char smem_raw[];
   // Tiles: Q [group][panel][64 rows], dO likewise, K and V [stage][panel][block_n rows], then the barriers.
@@ -81,8 +91,41 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int m_block = kCausal ? p.num_blocks - 1 - m_linear : m_linear;
   const long long m0 = static_cast<long long>(m_block) * kBlockM;
   const int kv_head = head / p.kv_group;
-  const long long diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
-  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, p.seqlen_kv);
+  VarlenSequence seq;  // the block's sequence (varlen only)
+  if constexpr (kVarlen) {
+    seq = varlen_sequence(args, batch);
+    // Every thread alike, before any barrier: the grid covers max_seqlen_q rows of every sequence.
+    if (m0 >= seq.seqlen_q) return;
+  }
+  // The lengths that bound the block's queries and keys (the call's, or its sequence's), and where its rows
+  // lie in the maps (a packed call's sequence from its first rows of the one batch).
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
+  const auto first_q = [&] {
+    if constexpr (kVarlen)
+      return seq.first_q;
+    else
+      return 0;
+  };
+  const auto first_k = [&] {
+    if constexpr (kVarlen)
+      return seq.first_k;
+    else
+      return 0;
+  };
+  const int map_batch = kVarlen ? 0 : batch;
+  const long long diag = mask_diag<kMask>(seqlen_q(), seqlen_kv());
+  const int num_n_blocks = key_blocks_seen<kBlockN, kMask>(m0 + kBlockM, diag, seqlen_kv());
 
   if (tid == 0) {
     for (int g = 0; g < kConsumers; ++g) mbarrier_init(q_full(g), 1);
@@ -107,17 +150,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       for (int g = 0; g < kConsumers; ++g) {
         // The full boxes' bytes even where they hang past the end: TMA counts the zeros it fills in.
         mbarrier_arrive_expect_tx(q_full(g), 2u * kQGroupBytes);
-        const int row = static_cast<int>(m0) + 64 * g;
+        const int row = static_cast<int>(m0) + 64 * g + first_q();
 #pragma unroll 1
         for (int panel = 0; panel < kPanels; ++panel) {
           const unsigned offset = g * kQGroupBytes + panel * 64u * kPanelBytes;
-          tma_load_4d(q_smem + offset, q_map, q_full(g), panel * kPanelElements, row, head, batch);
-          tma_load_4d(do_smem + offset, do_map, q_full(g), panel * kPanelElements, row, head, batch);
+          tma_load_4d(q_smem + offset, q_map, q_full(g), panel * kPanelElements, row, head, map_batch);
+          tma_load_4d(do_smem + offset, do_map, q_full(g), panel * kPanelElements, row, head, map_batch);
         }
       }
 #pragma unroll 1
       for (int i = 0; i < num_n_blocks; ++i) {
-        const int n0 = i * kBlockN;
+        const int n0 = i * kBlockN + first_k();
         const int stage = i % kStages;
         const unsigned phase = (i / kStages) & 1;
         mbarrier_wait(k_empty(stage), phase ^ 1);
@@ -125,13 +168,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll 1
         for (int panel = 0; panel < kPanels; ++panel)
           tma_load_4d(k_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, k_map,
-                      k_full(stage), panel * kPanelElements, n0, kv_head, batch);
+                      k_full(stage), panel * kPanelElements, n0, kv_head, map_batch);
         mbarrier_wait(v_empty(stage), phase ^ 1);
         mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
 #pragma unroll 1
         for (int panel = 0; panel < kPanels; ++panel)
           tma_load_4d(v_smem + stage * kKVBytes + panel * unsigned(kBlockN) * kPanelBytes, v_map,
-                      v_full(stage), panel * kPanelElements, n0, kv_head, batch);
+                      v_full(stage), panel * kPanelElements, n0, kv_head, map_batch);
       }
     }
     return;
@@ -149,11 +192,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // lse_log2 = +inf, so their P is 0).
   float lse_row[2], d_row[2];
   {
-    const long long row_base = (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q;
+    const long long row_base = [&] {  // where the head's lse and D rows start
+      if constexpr (kVarlen)
+        return static_cast<long long>(head) * args.total_q + seq.first_q;
+      else
+        return (static_cast<long long>(batch) * p.heads_q + head) * p.seqlen_q;
+    }();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float2 stats =
-          row_stats(p.lse + row_base, p.d_rows + row_base, group_m0 + row_local0 + 8 * h, p.seqlen_q);
+          row_stats(p.lse + row_base, p.d_rows + row_base, group_m0 + row_local0 + 8 * h, seqlen_q());
       lse_row[h] = stats.x;
       d_row[h] = stats.y;
     }
@@ -215,7 +263,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   };
   // dS = P (dP - D) of the key tile at n0, packed to dS K's A fragments. Accumulator register i of a lane is
   // row row_local0 + 8 * ((i / 2) % 2), key n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2 (wgmma.cuh).
-  const KeyMask<kMask> mask{p.seqlen_kv, diag};
+  const KeyMask<kMask> mask{seqlen_kv(), diag};
   const auto make_ds = [&](long long n0) {
     const bool needs_mask = mask.tile_needs_mask(group_m0, n0, kBlockN);
     const auto local = mask.local(group_m0, n0);
@@ -231,19 +279,38 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
           const int h = (i / 2) % 2;
           const float prob = fast_exp2(acc_s[i] * p.scale_log2 - lse_row[h]);
           const int key_local = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-          const float visible = needs_mask && local.hides(row_local0 + 8 * h, key_local) ? 0.f : prob;
-          ds[e] = visible * (acc_dp[i] - d_row[h]);
+          const bool hidden = needs_mask && local.hides(row_local0 + 8 * h, key_local);
+          // Varlen: a hidden key's dP may be the next sequence's V times dO, NaN: dS 0 by select.
+          if constexpr (kVarlen)
+            ds[e] = hidden ? 0.f : prob * (acc_dp[i] - d_row[h]);
+          else
+            ds[e] = (hidden ? 0.f : prob) * (acc_dp[i] - d_row[h]);
         }
         ds_frag[step][r] = pack2<T>(ds[0], ds[1]);
       }
   };
 
+  // Varlen: the rows of the K tile of key tile i in `stage` past the sequence's keys, 0 before dS K reads
+  // them (their dS is 0, but 0 * NaN would not be). Both groups write the same zeros, each before its own
+  // products (the stage goes back to the producer only after both); keys_left is the same for the whole
+  // group.
+  const auto clear_k_past_end = [&](int i, int stage) {
+    if constexpr (kVarlen) {
+      const int keys_left = seqlen_kv() - i * kBlockN;
+      if (keys_left < kBlockN) {
+        clear_panel_rows<kBlockN, kPanels, kPanelBytes>(k_smem + stage * kKVBytes, keys_left, tid % 128);
+        fence_async_shared();
+        named_barrier_sync(1 + consumer, 128);
+      }
+    }
+  };
   if (num_n_blocks > 0) {
     const auto stage_of = [](int i) { return i % kStages; };
     const auto phase_of = [](int i) { return unsigned(i / kStages) & 1u; };
     mbarrier_wait(q_full(consumer), 0);
     mbarrier_wait(k_full(0), 0);
     mbarrier_wait(v_full(0), 0);
+    clear_k_past_end(0, 0);
     issue_s_dp(0);
 #pragma unroll 1
     for (int i = 0; i < num_n_blocks; ++i) {
@@ -259,6 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       if (i + 1 < num_n_blocks) {
         mbarrier_wait(k_full(stage_of(i + 1)), phase_of(i + 1));
         mbarrier_wait(v_full(stage_of(i + 1)), phase_of(i + 1));
+        clear_k_past_end(i + 1, stage_of(i + 1));
         issue_s_dp(stage_of(i + 1));
       }
       issue_dq(stage, i > 0);
@@ -274,11 +342,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 
   // Epilogue: dQ * scale from registers; every row of the block before seqlen_q is written (zeros where a
   // row saw no key).
+  // Varlen: per thread, so no store crosses into the next sequence's rows.
   T* dq_ptr = static_cast<T*>(p.d_q) + batch * p.dq_stride_batch + head * p.dq_stride_head;
+  if constexpr (kVarlen) dq_ptr += seq.first_q * p.dq_stride_seq;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long row = group_m0 + row_local0 + 8 * h;
-    if (row >= p.seqlen_q) continue;
+    if (row >= seqlen_q()) continue;
 #pragma unroll
     for (int t = 0; t < kDTiles; ++t) {
       const int col = 8 * t + 2 * (lane % 4);

@@ -21,9 +21,17 @@
 // transposed (stmatrix) as 64 keys of the K-major dS tile; one group in turn waits for all of them at a named
 // barrier, multiplies (wgmma, dS and K from shared memory) and stores dQ, scaled, into one of two fp32 tiles
 // in the workspace's order (dq_accum_layout.cuh). One thread of the producer group then adds that tile into
-// the workspace with one bulk reduce-add (cp.reduce.async.bulk) and frees it once read: dQ's sum over key blocks
-// runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes the
-// separate pass).
+// the workspace with one bulk reduce-add (cp.reduce.async.bulk) and frees it once read: dQ's sum over key
+// blocks runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes
+// the separate pass).
+//
+// kVarlen (attention_backward_wgmma only): the variable-length backward (docs/varlen.md), one block per
+// (sequence, kv head, block_n keys of max_seqlen_k): the block's batch is a sequence
+// (VarlenBackwardKeyBlock), its TMA coordinates start at the sequence's first rows of maps over the packed
+// tensors (one batch of total rows). Boxes crossing the sequence's end read the next sequence's rows (or NaN
+// where none owns them): keys past the end are masked, their P and dS 0 by select; Q and dO rows past the end
+// are set to 0 in shared memory before the products (their lse row is +inf, so P = 0 and dS = 0 there; 0 *
+// NaN would not be). Without it none of that is compiled.
 #include "flashrtc/backward_key_block.cuh"
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
@@ -34,6 +42,7 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/online_softmax.cuh"
 #include "flashrtc/sm90_async.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 #include "flashrtc/wgmma.cuh"
 #include "flashrtc/wgmma_backward_shape.cuh"
 
@@ -42,11 +51,13 @@ namespace flashrtc {
 // The maps are rank 4 over [batch, seq, head, dim] tensors, innermost first: (dim, seq, head, batch). A box
 // is one panel of rows: (panel elements, rows, 1, 1), rows = block_m for Q and dO, block_n for K and V.
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
-          bool kFused>
-__device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParams& p, const TmaDescriptor& q_map,
-                                                     const TmaDescriptor& k_map, const TmaDescriptor& v_map,
-                                                     const TmaDescriptor& do_map) {
+          bool kFused, bool kVarlen = false>
+__device__ __forceinline__ void backward_wgmma_block(
+    const typename kernel::BackwardParamsOf<kVarlen>::type& args, const TmaDescriptor& q_map,
+    const TmaDescriptor& k_map, const TmaDescriptor& v_map, const TmaDescriptor& do_map) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
+  static_assert(!(kFused && kVarlen), "the varlen backward's dQ is the separate pass");
+  const kernel::BackwardParams& p = kernel::dense_params(args);
   constexpr WgmmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, kFused};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper backward kernel");
   constexpr int kConsumers = kShape.consumer_groups();
@@ -59,7 +70,7 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   constexpr int kDTiles = kHeadDim / 8;   // 8-column tiles of dK and dV
   constexpr int kDSteps = kHeadDim / 16;  // k-steps of S^T and dP^T
   constexpr int kQSteps = kBlockM / 16;   // k-steps of dV and dK
-  using Block = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
+  using Block = typename BackwardKeyBlockOf<kVarlen, kBlockM, kBlockN, kMask>::type;
   constexpr bool kOverlapDv = kShape.overlap_dv();
   constexpr int kKeySteps = kBlockN / 16;  // k-steps of dQ
 
@@ -93,6 +104,23 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int warp = tid / 32;
   const int lane = tid % 32;
+  // Every thread alike, before any barrier: a block past its sequence's keys has nothing to write.
+  if constexpr (kVarlen)
+    if (!Block(args).live) return;
+  // Where a block's rows lie in the maps: a packed call's sequence from its first rows of the one batch.
+  const auto q_row = [](const Block& b, int m0) {
+    if constexpr (kVarlen)
+      return m0 + b.seq.first_q;
+    else
+      return m0;
+  };
+  const auto k_row = [](const Block& b) {
+    if constexpr (kVarlen)
+      return b.n0 + b.seq.first_k;
+    else
+      return b.n0;
+  };
+  const auto map_batch = [](const Block& b) { return kVarlen ? 0 : b.batch; };
 
   if (tid == 0) {
     mbarrier_init(kv_full, 1);
@@ -112,7 +140,7 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
 
   if (group == 0) {
     registers_decrease_to<kShape.producer_registers()>();
-    const Block block(p);
+    const Block block(args);
     if (block.total == 0) return;
     if (warp == 0 && elect_one_lane()) {
       tma_prefetch_descriptor(q_map);
@@ -121,10 +149,10 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
 #pragma unroll 1
       for (int panel = 0; panel < kPanels; ++panel) {
         const unsigned offset = panel * unsigned(kBlockN) * kPanelBytes;
-        tma_load_4d(k_smem + offset, k_map, kv_full, panel * kPanelElements, block.n0, block.kv_head,
-                    block.batch);
-        tma_load_4d(v_smem + offset, v_map, kv_full, panel * kPanelElements, block.n0, block.kv_head,
-                    block.batch);
+        tma_load_4d(k_smem + offset, k_map, kv_full, panel * kPanelElements, k_row(block), block.kv_head,
+                    map_batch(block));
+        tma_load_4d(v_smem + offset, v_map, kv_full, panel * kPanelElements, k_row(block), block.kv_head,
+                    map_batch(block));
       }
       block.template for_each_pair<kStages>(p, [&](int head, int m0, int stage, unsigned phase) {
         mbarrier_wait(q_empty(stage), phase ^ 1);
@@ -132,8 +160,10 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
 #pragma unroll 1
         for (int panel = 0; panel < kPanels; ++panel) {
           const unsigned offset = stage * kQBytes + panel * unsigned(kBlockM) * kPanelBytes;
-          tma_load_4d(q_smem + offset, q_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
-          tma_load_4d(do_smem + offset, do_map, q_full(stage), panel * kPanelElements, m0, head, block.batch);
+          tma_load_4d(q_smem + offset, q_map, q_full(stage), panel * kPanelElements, q_row(block, m0), head,
+                      map_batch(block));
+          tma_load_4d(do_smem + offset, do_map, q_full(stage), panel * kPanelElements, q_row(block, m0), head,
+                      map_batch(block));
         }
       });
     }
@@ -200,9 +230,22 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     }
   };
 
-  const Block block(p);
+  const Block block(args);
   if (block.total > 0) mbarrier_wait(kv_full, 0);
-  const KeyMask<kMask> mask{p.seqlen_kv, block.diag};
+  // The lengths that bound the block's queries and keys (the call's, or its sequence's).
+  const auto seqlen_q = [&] {
+    if constexpr (kVarlen)
+      return block.seq.seqlen_q;
+    else
+      return p.seqlen_q;
+  };
+  const auto seqlen_kv = [&] {
+    if constexpr (kVarlen)
+      return block.seq.seqlen_kv;
+    else
+      return p.seqlen_kv;
+  };
+  const KeyMask<kMask> mask{seqlen_kv(), block.diag};
   const int n0 = block.n0;
   // The pairs' lse (log2 domain) and D: thread t of the group reads row t of the next pair from global memory
   // while this pair's products run, and stores it into the group's own buffer at the start of the next pair.
@@ -211,9 +254,14 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   const int stats_row = tid % 128;
   float2 next_stats{0.f, 0.f};
   const auto fetch_stats = [&](int head, int m0) {
-    const long long row_base = (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
+    const long long row_base = [&] {  // where the query head's lse and D rows start
+      if constexpr (kVarlen)
+        return static_cast<long long>(head) * args.total_q + block.seq.first_q;
+      else
+        return (static_cast<long long>(block.batch) * p.heads_q + head) * p.seqlen_q;
+    }();
     if (stats_row < kBlockM)
-      next_stats = row_stats(p.lse + row_base, p.d_rows + row_base, m0 + stats_row, p.seqlen_q);
+      next_stats = row_stats(p.lse + row_base, p.d_rows + row_base, m0 + stats_row, seqlen_q());
   };
   if (block.total > 0) fetch_stats(block.kv_head * p.kv_group, block.m_begin * kBlockM);
   int pairs = 0;
@@ -222,6 +270,18 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     const unsigned q_tile = q_smem + stage * kQBytes;
     const unsigned do_tile = do_smem + stage * kQBytes;
     mbarrier_wait(q_full(stage), phase);
+    if constexpr (kVarlen) {
+      // Rows past the sequence's queries: 0 before any product reads them. Both groups write the same zeros,
+      // each before its own products (the stage goes back to the producer only after both); the group's
+      // barrier id 1 + consumer, as the statistics' below. rows_left is the same for the whole group.
+      const int rows_left = seqlen_q() - m0;
+      if (rows_left < kBlockM) {
+        clear_panel_rows<kBlockM, kPanels, kPanelBytes>(q_tile, rows_left, tid % 128);
+        clear_panel_rows<kBlockM, kPanels, kPanelBytes>(do_tile, rows_left, tid % 128);
+        fence_async_shared();
+        named_barrier_sync(1 + consumer, 128);
+      }
+    }
 
     float acc_s[kBlockM / 2];
     float acc_dp[kBlockM / 2];
@@ -243,9 +303,9 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     wgmma_hold(acc_s);
 
     // P^T. Register 4t + 2h + e holds key key_row + 8h, query m0 + 8t + 2 * (lane % 4) + e.
+    const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
+    const auto local = mask.local(m0, n0);
     {
-      const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
-      const auto local = mask.local(m0, n0);
 #pragma unroll
       for (int t = 0; t < kSTiles; ++t) {
         const int q_local = 8 * t + 2 * (lane % 4);
@@ -278,8 +338,15 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     for (int t = 0; t < kSTiles; ++t) {
       const float2 d2 = *reinterpret_cast<const float2*>(d_rows + 8 * t + 2 * (lane % 4));
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        acc_dp[4 * t + i] = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
+      for (int i = 0; i < 4; ++i) {
+        const float ds = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
+        // Varlen: a hidden key's dP^T may be the next sequence's V times dO, NaN: dS^T 0 by select.
+        if constexpr (kVarlen)
+          acc_dp[4 * t + i] =
+              needs_mask && local.hides(8 * t + 2 * (lane % 4) + i % 2, key_row + 8 * (i / 2)) ? 0.f : ds;
+        else
+          acc_dp[4 * t + i] = ds;
+      }
     }
     unsigned ds_frag[kQSteps][4];
     pack_a_fragments<T>(acc_dp, ds_frag);
@@ -362,13 +429,23 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
     }
   });
 
-  // dK (times the softmax scale) and dV of this lane's keys; keys past the end are not stored.
+  // dK (times the softmax scale) and dV of this lane's keys; keys past the end are not stored. Varlen: every
+  // key the sequence owns, those past seqused_k included (their accumulators stayed 0); per thread, so no
+  // store crosses into the next sequence's rows.
   T* dk_ptr = static_cast<T*>(p.d_k) + block.batch * p.dk_stride_batch + block.kv_head * p.dk_stride_head;
   T* dv_ptr = static_cast<T*>(p.d_v) + block.batch * p.dv_stride_batch + block.kv_head * p.dv_stride_head;
+  if constexpr (kVarlen)
+    dk_ptr += block.seq.first_k * p.dk_stride_seq, dv_ptr += block.seq.first_k * p.dv_stride_seq;
+  const auto key_end = [&] {
+    if constexpr (kVarlen)
+      return block.seq.key_rows;
+    else
+      return p.seqlen_kv;
+  };
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long key = static_cast<long long>(n0) + key_row + 8 * h;
-    if (key >= p.seqlen_kv) continue;
+    if (key >= key_end()) continue;
 #pragma unroll
     for (int t = 0; t < kDTiles; ++t) {
       const int col = 8 * t + 2 * (lane % 4);
@@ -380,15 +457,16 @@ __device__ __forceinline__ void backward_wgmma_block(const kernel::BackwardParam
   }
 }
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_backward_wgmma(const __grid_constant__ kernel::BackwardParams p,
+    attention_backward_wgmma(const __grid_constant__ typename kernel::BackwardParamsOf<kVarlen>::type p,
                              const __grid_constant__ TmaDescriptor q_map,
                              const __grid_constant__ TmaDescriptor k_map,
                              const __grid_constant__ TmaDescriptor v_map,
                              const __grid_constant__ TmaDescriptor do_map) {
-  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, false>(p, q_map, k_map, v_map,
-                                                                                    do_map);
+  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, false, kVarlen>(p, q_map, k_map,
+                                                                                              v_map, do_map);
 }
 
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>

@@ -18,13 +18,16 @@ struct BackwardKeyBlock {
   int total;                  // pairs
   long long diag;             // KeyMask's
 
-  __device__ __forceinline__ explicit BackwardKeyBlock(const kernel::BackwardParams& p) {
+  __device__ __forceinline__ explicit BackwardKeyBlock(const kernel::BackwardParams& p)
+      : BackwardKeyBlock(p, p.seqlen_q, p.seqlen_kv) {}
+  // Over lengths of its own: a packed call's sequence's (VarlenBackwardKeyBlock, varlen_sequence.cuh).
+  __device__ __forceinline__ BackwardKeyBlock(const kernel::BackwardParams& p, int seqlen_q, int seqlen_kv) {
     const int bh = blockIdx.x / p.num_blocks;
     kv_head = bh % p.heads_kv;
     batch = bh / p.heads_kv;
     n0 = (blockIdx.x % p.num_blocks) * kBlockN;
-    diag = mask_diag<kMask>(p.seqlen_q, p.seqlen_kv);
-    const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, p.seqlen_q);
+    diag = mask_diag<kMask>(seqlen_q, seqlen_kv);
+    const BlockRange m_blocks = query_blocks_seeing<kBlockM, kMask>(n0, diag, seqlen_q);
     m_begin = m_blocks.begin;
     num_m_blocks = m_blocks.end;
     total = (num_m_blocks - m_begin) * p.kv_group;

@@ -112,6 +112,23 @@ __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Sets rows [first, kRows) of every panel of a tile in shared memory to 0 (panel i's row r at
+// tile + (i * kRows + r) * kPanelBytes), by the 128 threads of a warp group (thread: its index in the group);
+// the caller fences (fence_async_shared) and meets its group's barrier before an async-proxy read. A swizzle
+// permutes the 16-byte chunks within a row: whole rows are contiguous. The varlen kernels clear the rows a TMA
+// box read past their sequence's end (the next sequence's, or NaN) where a product multiplies them by 0.
+template <int kRows, int kPanels, int kPanelBytes>
+__device__ __forceinline__ void clear_panel_rows(unsigned tile, int first, int thread) {
+  constexpr int kRowChunks = kPanelBytes / 16;  // 16-byte chunks of a panel's row
+  const int per_panel = (kRows - first) * kRowChunks;
+  for (int i = thread; i < per_panel * kPanels; i += 128) {
+    const int panel = i / per_panel;
+    const int chunk = i % per_panel;
+    const unsigned address = tile + unsigned(panel * kRows + first) * kPanelBytes + unsigned(chunk) * 16u;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0) : "memory");
+  }
+}
+
 // --- named barriers (id 0 is __syncthreads'); threads a multiple of 32.
 
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

@@ -2,6 +2,7 @@
 // Where one sequence of a packed (variable-length) call lies, read from the device arrays and bounded so that
 // no value makes a kernel read or write outside the packed tensors (docs/varlen.md), and the forward kernels'
 // parameter struct of either kind; the backward kernels' likewise.
+#include "flashrtc/backward_key_block.cuh"
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/forward_block.cuh"
 #include "flashrtc/forward_params.cuh"
@@ -92,6 +93,34 @@ struct ForwardBlockOf {
 template <typename T, int kBlockM, int kBlockN, kernel::Mask kMask>
 struct ForwardBlockOf<true, T, kBlockM, kBlockN, kMask> {
   using type = VarlenForwardBlock<T, kBlockM, kBlockN, kMask>;
+};
+
+// A Hopper backward block of a packed call (BackwardKeyBlock over its sequence's lengths; its batch is its
+// sequence). Keys the sequence owns past seqused_k are seen by no query: no pairs, their dK and dV are 0.
+// live: whether the block's first key lies within the keys the sequence owns (key_rows).
+template <int kBlockM, int kBlockN, kernel::Mask kMask>
+struct VarlenBackwardKeyBlock : BackwardKeyBlock<kBlockM, kBlockN, kMask> {
+  VarlenSequence seq;
+  bool live;
+  __device__ __forceinline__ explicit VarlenBackwardKeyBlock(const kernel::VarlenBackwardParams& p)
+      : VarlenBackwardKeyBlock(
+            p, varlen_sequence(p, static_cast<int>(blockIdx.x) / p.dense.num_blocks / p.dense.heads_kv)) {}
+  __device__ __forceinline__ VarlenBackwardKeyBlock(const kernel::VarlenBackwardParams& p,
+                                                    const VarlenSequence& s)
+      : BackwardKeyBlock<kBlockM, kBlockN, kMask>(p.dense, s.seqlen_q, s.seqlen_kv), seq(s) {
+    live = this->n0 < s.key_rows;
+    if (this->n0 >= s.seqlen_kv) this->num_m_blocks = this->m_begin, this->total = 0;
+  }
+};
+
+// The block type of a Hopper backward kernel: the variable-length variant's lies on its sequence.
+template <bool kVarlen, int kBlockM, int kBlockN, kernel::Mask kMask>
+struct BackwardKeyBlockOf {
+  using type = BackwardKeyBlock<kBlockM, kBlockN, kMask>;
+};
+template <int kBlockM, int kBlockN, kernel::Mask kMask>
+struct BackwardKeyBlockOf<true, kBlockM, kBlockN, kMask> {
+  using type = VarlenBackwardKeyBlock<kBlockM, kBlockN, kMask>;
 };
 
 // The sequence as a dense problem of its own lengths, for the code that takes a whole ForwardParams.

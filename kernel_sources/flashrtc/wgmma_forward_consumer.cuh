@@ -111,18 +111,9 @@ struct WgmmaForwardConsumer {
   // proxy wgmma reads through. keys_left is the same for the whole group: every thread meets the barrier.
   __device__ __forceinline__ void clear_v_past_end(int stage, long long keys_left) const {
     if (keys_left >= Traits::kBlockN) return;
-    constexpr int kRowChunks = Traits::kPanelBytes / 16;  // 16-byte chunks of a panel's row
     const int first = keys_left < 0 ? 0 : static_cast<int>(keys_left);
-    const int per_panel = (Traits::kBlockN - first) * kRowChunks;
-    const unsigned v_tile = smem.v_smem + stage * Traits::kKVBytes;
-    // A swizzle permutes the chunks within a row: whole rows are contiguous.
-    for (int i = tid % 128; i < per_panel * Traits::kPanels; i += 128) {
-      const int panel = i / per_panel;
-      const int chunk = i % per_panel;
-      const unsigned address =
-          v_tile + unsigned(panel * Traits::kBlockN + first) * Traits::kPanelBytes + unsigned(chunk) * 16u;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0) : "memory");
-    }
+    clear_panel_rows<Traits::kBlockN, Traits::kPanels, Traits::kPanelBytes>(
+        smem.v_smem + stage * Traits::kKVBytes, first, tid % 128);
     fence_async_shared();
     named_barrier_sync(3 + consumer, 128);  // the epilogue's id: the group's own barrier
   }

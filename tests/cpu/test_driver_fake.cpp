@@ -1,13 +1,15 @@
 // The driver layer against a fake driver table (helpers/fake_driver.hpp), on every machine: the no-device
 // paths, driver failures (launch error, out of memory, lost context), launches with and without thread
 // block clusters, tensor maps and their memo, scratch memory on a stream, and attention_forward and the
-// Hopper varlen forward end to end (NVRTC really compiles; the fake loads the cubin and records the launch).
+// Hopper varlen forward and backward end to end (NVRTC really compiles; the fake loads the cubin and records
+// the launch).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,8 @@
 #include "driver/tensor_map.hpp"
 #include "families/family_compile.hpp"
 #include "flashrtc/attention.hpp"
+#include "flashrtc/attention_backward.hpp"
+#include "flashrtc/backward_params.cuh"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/device_memory.hpp"
@@ -837,4 +841,95 @@ TEST_CASE_FIXTURE(RestoresRealDriver,
   attention_varlen_forward(p);
   CHECK(fake.launches().size() == 2);
   CHECK(seen.total_k == 0);
+}
+
+TEST_CASE_FIXTURE(
+    RestoresRealDriver,
+    "a varlen backward on sm_90 launches the pre-pass and the Hopper varlen pair over packed maps") {
+  // 3 sequences, 40 packed queries (max 20), 50 keys (max 30), GQA: the pre-pass over the 40 rows, then
+  // varlen-bwd-wgmma on B * Hkv * ceil(30 / block_n) blocks and varlen-bwd-dq-wgmma on B * Hq * ceil(20 /
+  // block_m), each with the packed call's parameters and maps over q, k, v and d_o.
+  FakeDriver fake;
+  Stream stream;
+  VarlenBackwardParams p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 3;
+  p.total_q = 40;
+  p.total_k = 50;
+  p.max_seqlen_q = 20;
+  p.max_seqlen_k = 30;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  p.mask = MaskKind::kCausalBottomRight;
+  const auto packed = [&](std::uintptr_t address, std::int64_t rows, std::int64_t heads) {
+    return TensorRef::bnhd(reinterpret_cast<const void*>(address), rows, heads, p.head_dim);
+  };
+  p.q = packed(0x100000, p.total_q, p.heads_q);
+  p.k = packed(0x200000, p.total_k, p.heads_kv);
+  p.v = packed(0x300000, p.total_k, p.heads_kv);
+  p.o = packed(0x400000, p.total_q, p.heads_q);
+  p.d_o = packed(0x700000, p.total_q, p.heads_q);
+  p.d_q = packed(0x800000, p.total_q, p.heads_q);
+  p.d_k = packed(0x900000, p.total_k, p.heads_kv);
+  p.d_v = packed(0xA00000, p.total_k, p.heads_kv);
+  p.cu_seqlens_q = reinterpret_cast<const std::int32_t*>(0x500000);
+  p.cu_seqlens_k = reinterpret_cast<const std::int32_t*>(0x500100);
+  p.lse = reinterpret_cast<const float*>(0x600000);
+  p.stream = stream.handle();
+  const std::optional<DeviceTarget> device = current_device_target();  // the fake sm_90 device
+  REQUIRE(device.has_value());
+  const DeviceTarget& target = *device;
+  const ConfigResolution main = resolve_config(config_query(p, Operation::kBackwardVarlen), target);
+  const ConfigResolution dq = resolve_config(config_query(p, Operation::kBackwardDqVarlen), target);
+  REQUIRE(main.family != nullptr);
+  REQUIRE(dq.family != nullptr);
+  CHECK(main.family->name == "varlen-bwd-wgmma");
+  CHECK(dq.family->name == "varlen-bwd-dq-wgmma");
+  std::vector<kernel::VarlenBackwardParams> seen;
+  std::vector<std::vector<const void*>> maps;
+  fake.on_launch = [&](const test::RecordedLaunch& l, void** args) {
+    if (contains(l.kernel, "prep")) return;
+    seen.emplace_back();
+    std::memcpy(&seen.back(), args[0], sizeof(seen.back()));
+    maps.emplace_back();
+    for (int i = 0; i < 4; ++i) {
+      CUtensorMap map;
+      std::memcpy(&map, args[1 + i], sizeof(map));
+      const void* address = nullptr;
+      std::memcpy(&address, map.opaque + 1, sizeof(void*));
+      maps.back().push_back(address);
+    }
+  };
+  attention_varlen_backward(p);
+  auto launches = fake.launches();
+  REQUIRE(launches.size() == 3);
+  REQUIRE(seen.size() == 2);
+  CHECK(contains(launches[0].kernel, "attention_backward_prep"));
+  CHECK(contains(launches[1].kernel, "attention_backward_wgmma"));
+  CHECK(contains(launches[2].kernel, "attention_backward_dq_wgmma"));
+  const unsigned key_blocks = static_cast<unsigned>((30 + main.config.block_n - 1) / main.config.block_n);
+  const unsigned query_blocks = static_cast<unsigned>((20 + dq.config.block_m - 1) / dq.config.block_m);
+  CHECK(launches[1].grid[0] == 3u * 2u * key_blocks);
+  CHECK(launches[2].grid[0] == 3u * 4u * query_blocks);
+  CHECK(seen[0].dense.num_blocks == static_cast<int>(key_blocks));
+  CHECK(seen[1].dense.num_blocks == static_cast<int>(query_blocks));
+  for (int i = 0; i < 2; ++i) {
+    INFO("launch " << i + 1);
+    CHECK(seen[i].dense.seqlen_q == 20);
+    CHECK(seen[i].dense.seqlen_kv == 30);
+    CHECK(seen[i].dense.q_stride_batch == 0);
+    CHECK(seen[i].dense.dq_accum == nullptr);
+    CHECK(seen[i].total_q == 40);
+    CHECK(seen[i].total_k == 50);
+    CHECK(seen[i].cu_seqlens_q == p.cu_seqlens_q);
+    CHECK(seen[i].dense.lse == p.lse);
+    CHECK(maps[i] == std::vector<const void*>{p.q.data, p.k.data, p.v.data, p.d_o.data});
+  }
+
+  // No key in any sequence: K and V maps of one row (a map has no empty dimension), still launched.
+  p.total_k = p.max_seqlen_k = 0;
+  attention_varlen_backward(p);
+  CHECK(fake.launches().size() == 6);
+  CHECK(seen.back().total_k == 0);
 }

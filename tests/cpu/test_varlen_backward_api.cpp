@@ -1,7 +1,8 @@
 // The variable-length backward's C++ API without a device: every argument rule throws kInvalidArgument naming
 // the argument before anything touches a device, fp32 (no portable backward family) is kUnsupported, the
-// call's three kernels resolve to the pre-pass and the varlen families from the host bounds, and the launches
-// index the packed tensors per sequence. Pointers are fake (never dereferenced without a device).
+// call's three kernels resolve to the pre-pass and the varlen families from the host bounds (the Hopper pair
+// on sm_90a where it serves the call), and the launches index the packed tensors per sequence; a compile
+// sample of the Hopper pair. Pointers are fake (never dereferenced without a device).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
+#include "flashrtc/kernel.hpp"
 #include "flashrtc/kernel_family.hpp"
 
 using namespace flashrtc;
@@ -181,9 +183,13 @@ TEST_CASE("a varlen backward resolves to the pre-pass and the varlen families fr
     Operation op;
     const char* family;
     const char* kernel;
-  } kernels[] = {{Operation::kBackwardPrep, "bwd-prep", nullptr},
-                 {Operation::kBackwardVarlen, "varlen-bwd-mma", "flashrtc::attention_backward_mma<"},
-                 {Operation::kBackwardDqVarlen, "varlen-bwd-dq-mma", "flashrtc::attention_backward_dq_mma<"}};
+    const char* sm90_family;  // on sm_90a: the explicit tile keeps the main kernel portable, not the dQ pass
+    const char* sm90_kernel;
+  } kernels[] = {{Operation::kBackwardPrep, "bwd-prep", nullptr, "bwd-prep", nullptr},
+                 {Operation::kBackwardVarlen, "varlen-bwd-mma", "flashrtc::attention_backward_mma<",
+                  "varlen-bwd-mma", "flashrtc::attention_backward_mma<"},
+                 {Operation::kBackwardDqVarlen, "varlen-bwd-dq-mma", "flashrtc::attention_backward_dq_mma<",
+                  "varlen-bwd-dq-wgmma", "flashrtc::attention_backward_dq_wgmma<"}};
   for (const auto& k : kernels) {
     INFO(to_string(k.op));
     const ConfigQuery q = config_query(p, k.op);
@@ -197,12 +203,13 @@ TEST_CASE("a varlen backward resolves to the pre-pass and the varlen families fr
       DeviceTarget target = no_device_target();
       target.arch = arch;
       const ConfigResolution r = resolve_config(q, target);
+      const bool sm90 = std::string(arch) == "sm_90a";
       REQUIRE(r.family != nullptr);
-      CHECK(r.family->name == k.family);
+      CHECK(r.family->name == (sm90 ? k.sm90_family : k.family));
       if (!k.kernel) continue;
       // The dense kernel template's variable-length instantiation.
       const std::string name = r.family->name_expression(call_kernel_spec(q, r));
-      CHECK(name.rfind(k.kernel, 0) == 0);
+      CHECK(name.rfind(sm90 ? k.sm90_kernel : k.kernel, 0) == 0);
       CHECK(contains(name, "Mask::kCausalBottomRight, true>"));
     }
   }
@@ -281,4 +288,98 @@ TEST_CASE("varlen backward launches: per (sequence, head, block of the max lengt
   KernelArgs args;
   CHECK(test::expect_error([&] { plan.family->build_launch(plan, &call, shape, args); }).code() ==
         ErrorCode::kInvalidArgument);
+}
+
+namespace {
+
+// The families of a call's main kernel and dQ pass on `arch`, without an explicit tile.
+std::pair<std::string, std::string> backward_families(const VarlenBackwardParams& p, const char* arch) {
+  DeviceTarget target = no_device_target();
+  target.arch = arch;
+  return {resolve_config(config_query(p, Operation::kBackwardVarlen), target).family->name,
+          resolve_config(config_query(p, Operation::kBackwardDqVarlen), target).family->name};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "on sm_90a a varlen backward runs the Hopper pair where the dense Hopper pair would, else the portable") {
+  const std::pair<std::string, std::string> hopper{"varlen-bwd-wgmma", "varlen-bwd-dq-wgmma"};
+  const std::pair<std::string, std::string> portable{"varlen-bwd-mma", "varlen-bwd-dq-mma"};
+  for (MaskKind mask : kMaskKinds)
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+      for (std::int64_t d : {32, 64, 96, 128, 160, 256}) {
+        INFO(to_string(mask) << " " << to_string(dtype) << " d=" << d);
+        VarlenBackwardParams p = valid_params(dtype, d);
+        p.mask = mask;
+        const bool served = d == 64 || d == 96 || d == 128;
+        CHECK(backward_families(p, "sm_90a") == (served ? hopper : portable));
+        for (const char* arch : {"sm_80", "sm_100", "sm_120"}) CHECK(backward_families(p, arch) == portable);
+      }
+  // A zero head stride over more than one head (K and V broadcast) is no TMA map: both passes stay portable.
+  VarlenBackwardParams p = valid_params(DType::kBFloat16, 128);
+  p.v.stride_head = 0;
+  CHECK(config_query(p, Operation::kBackwardVarlen).traits == 0u);
+  CHECK(backward_families(p, "sm_90a") == portable);
+  p = valid_params(DType::kBFloat16, 128);
+  p.d_o.stride_head = 0;
+  CHECK(backward_families(p, "sm_90a") == portable);
+}
+
+TEST_CASE("the Hopper varlen backward families: the dense Hopper pair's kernels, tiles and defaults") {
+  const struct {
+    const char* dense;
+    const char* varlen;
+    Operation op;
+  } pairs[] = {{"bwd-wgmma", "varlen-bwd-wgmma", Operation::kBackwardVarlen},
+               {"bwd-dq-wgmma", "varlen-bwd-dq-wgmma", Operation::kBackwardDqVarlen}};
+  for (const auto& pair : pairs) {
+    INFO(pair.varlen);
+    const KernelFamily& dense = *find_kernel_family(pair.dense);
+    const KernelFamily* varlen = find_kernel_family(pair.varlen);
+    REQUIRE(varlen != nullptr);
+    CHECK(varlen->operation == pair.op);
+    CHECK(varlen->needs_arch_specific);
+    CHECK(varlen->header == dense.header);
+    CHECK(varlen->kernel_template == dense.kernel_template);
+    CHECK(varlen->takes(TemplateArg::kVarlen));
+    CHECK(varlen->priority >
+          find_kernel_family(pair.op == Operation::kBackwardVarlen ? "varlen-bwd-mma" : "varlen-bwd-dq-mma")
+              ->priority);
+    for (MaskKind mask : kMaskKinds)
+      for (int d : {64, 96, 128})
+        for (std::int64_t keys : {0, 512, 4096})
+          CHECK(varlen->default_config(DType::kBFloat16, d, mask, kSmemBytesSm90, keys, "sm_90a") ==
+                dense.default_config(DType::kBFloat16, d, mask, kSmemBytesSm90, keys, "sm_90a"));
+  }
+}
+
+TEST_CASE("the Hopper varlen backward pair compiles for sm_90a without spills or serialized wgmma") {
+  // A sample of the defaults: each head dim the pair serves under one mask each.
+  RuntimeConfig config = runtime_config();
+  config.disk_cache = false;  // compiled by this build's NVRTC, not read from an older entry
+  config.always_compile = false;
+  config.require_cached = false;
+  test::ConfigOverride scoped(config);
+  const struct {
+    int head_dim;
+    MaskKind mask;
+  } samples[] = {{64, MaskKind::kCausalBottomRight}, {96, MaskKind::kNone}, {128, MaskKind::kCausalTopLeft}};
+  for (const char* name : {"varlen-bwd-wgmma", "varlen-bwd-dq-wgmma"})
+    for (const auto& sample : samples) {
+      const KernelFamily& family = *find_kernel_family(name);
+      const KernelSpec spec{
+          DType::kBFloat16, sample.head_dim, sample.mask,
+          family.default_config(DType::kBFloat16, sample.head_dim, sample.mask, kSmemBytesSm90, 0, "sm_90a"),
+          &family};
+      INFO(name << " d=" << sample.head_dim << " " << to_string(sample.mask) << " " << to_string(spec.tile));
+      const ResourceReport r = compile_kernel(spec, "sm_90a").resources;
+      INFO("registers=" << r.registers << " spill stores=" << r.spill_store_bytes
+                        << " spill loads=" << r.spill_load_bytes);
+      CHECK(r.registers > 0);
+      CHECK(r.spill_store_bytes == 0);
+      CHECK(r.spill_load_bytes == 0);
+      INFO(r.wgmma_serialized_reason);
+      CHECK_FALSE(r.wgmma_serialized);  // the clearing and the selects keep the products pipelined
+    }
 }

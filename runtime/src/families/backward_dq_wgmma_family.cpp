@@ -1,6 +1,8 @@
 // The deterministic mode's dQ pass for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_backward_dq_wgmma.cuh. Ranks above the mma.sync family on sm_90a; calls
-// it cannot take (head dims off its grid, strides no TMA map describes) fall back to that family.
+// it cannot take (head dims off its grid, strides no TMA map describes) fall back to that family. Its
+// variable-length variant (varlen-bwd-dq-wgmma, Operation::kBackwardDqVarlen) is the same kernel template
+// over the sequences of a packed call, with the same tiles, above varlen-bwd-dq-mma.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/hopper_rules.hpp"
@@ -20,6 +22,14 @@ WgmmaBackwardDqShape shape(const KernelSpec& s) {
 void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_backward_query_blocks_launch(plan, op_params, launch, args);
   push_backward_tensor_maps(op_params, args, shape(plan.spec).panel_bytes(), 64, plan.spec.tile.block_n);
+}
+
+// The varlen kernel: one block per (sequence, query head, block_m queries of max_seqlen_q), maps over the
+// packed tensors as one batch of total rows.
+void build_varlen_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
+  build_varlen_backward_query_blocks_launch(plan, op_params, launch, args);
+  push_varlen_backward_tensor_maps(op_params, args, shape(plan.spec).panel_bytes(), 64,
+                                   plan.spec.tile.block_n);
 }
 
 KernelFamily describe() {
@@ -59,6 +69,19 @@ KernelFamily describe() {
 
 const KernelFamily& backward_dq_wgmma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_dq_varlen_wgmma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults.
+    KernelFamily f = describe();
+    f.name = "varlen-bwd-dq-wgmma";
+    f.operation = Operation::kBackwardDqVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_launch;
+    return f;
+  }();
   return family;
 }
 

@@ -124,14 +124,32 @@ void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void*
   args.push(varlen_kernel_params(call, m_blocks));
 }
 
+namespace {
+
+// The maps of q, k, v and d_o over tensors of `batch` batches of seqlen_q and seqlen_kv rows.
+void push_maps(const BackwardParams& p, std::int64_t seqlen_q, std::int64_t seqlen_kv, std::int64_t batch,
+               KernelArgs& args, int panel_bytes, int q_rows, int kv_rows) {
+  const int d = static_cast<int>(p.head_dim);
+  args.push(attention_tensor_map(p.q, p.dtype, seqlen_q, p.heads_q, batch, d, q_rows, panel_bytes));
+  args.push(attention_tensor_map(p.k, p.dtype, seqlen_kv, p.heads_kv, batch, d, kv_rows, panel_bytes));
+  args.push(attention_tensor_map(p.v, p.dtype, seqlen_kv, p.heads_kv, batch, d, kv_rows, panel_bytes));
+  args.push(attention_tensor_map(p.d_o, p.dtype, seqlen_q, p.heads_q, batch, d, q_rows, panel_bytes));
+}
+
+}  // namespace
+
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
                                int kv_rows) {
   const BackwardParams& p = *static_cast<const BackwardLaunch*>(op_params)->params;
-  const int d = static_cast<int>(p.head_dim);
-  args.push(attention_tensor_map(p.q, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, q_rows, panel_bytes));
-  args.push(attention_tensor_map(p.k, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, kv_rows, panel_bytes));
-  args.push(attention_tensor_map(p.v, p.dtype, p.seqlen_kv, p.heads_kv, p.batch, d, kv_rows, panel_bytes));
-  args.push(attention_tensor_map(p.d_o, p.dtype, p.seqlen_q, p.heads_q, p.batch, d, q_rows, panel_bytes));
+  push_maps(p, p.seqlen_q, p.seqlen_kv, p.batch, args, panel_bytes, q_rows, kv_rows);
+}
+
+void push_varlen_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
+                                      int kv_rows) {
+  const VarlenBackwardLaunch& call = *static_cast<const VarlenBackwardLaunch*>(op_params);
+  // A map has no empty dimension: without keys (total_k = 0) K and V get one row, which no block reads.
+  push_maps(*call.dense.params, std::max<std::int64_t>(call.params->total_q, 1),
+            std::max<std::int64_t>(call.params->total_k, 1), 1, args, panel_bytes, q_rows, kv_rows);
 }
 
 void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,

@@ -40,6 +40,10 @@ void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void*
 // pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or kv_rows rows (k, v).
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
                                int kv_rows);
+// Their varlen variant over a VarlenBackwardLaunch: maps over the packed tensors as one batch of total rows
+// (the kernels offset their coordinates by their sequence's first rows).
+void push_varlen_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
+                                      int kv_rows);
 // One thread block per block_m rows of [batch, heads_q, seqlen_q]: the row passes.
 void build_backward_rows_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                 KernelArgs& args);

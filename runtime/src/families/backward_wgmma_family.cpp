@@ -1,8 +1,10 @@
 // Backward attention's main kernels for Hopper (sm_90a): TMA, wgmma and warp specialization, fp16 and bf16:
 // kernel_sources/flashrtc/attention_backward_wgmma.cuh. bwd-wgmma (dK and dV) ranks above the mma.sync family
 // on sm_90a; calls it cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall
-// back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused), and so
-// does bwd-wgmma-split at head dim 256 (kernel_sources/flashrtc/attention_backward_wgmma_split.cuh).
+// back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused), and
+// so does bwd-wgmma-split at head dim 256 (kernel_sources/flashrtc/attention_backward_wgmma_split.cuh).
+// varlen-bwd-wgmma (Operation::kBackwardVarlen) is bwd-wgmma's kernel over the sequences of a packed call,
+// with the same tiles, above varlen-bwd-mma.
 #include <string>
 #include <utility>
 
@@ -33,6 +35,14 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
   build_backward_key_blocks_launch(plan, op_params, launch, args);
   push_backward_tensor_maps(op_params, args, shape_of(plan.spec).panel_bytes(), plan.spec.tile.block_m,
                             plan.spec.tile.block_n);
+}
+
+// The varlen kernel: one block per (sequence, kv head, block_n keys of max_seqlen_k), maps over the packed
+// tensors as one batch of total rows.
+void build_varlen_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
+  build_varlen_backward_key_blocks_launch(plan, op_params, launch, args);
+  push_varlen_backward_tensor_maps(op_params, args, shape<false>(plan.spec).panel_bytes(),
+                                   plan.spec.tile.block_m, plan.spec.tile.block_n);
 }
 
 // What both kernels of the header share: the Hopper rules, the template arguments, the launch.
@@ -101,6 +111,20 @@ KernelFamily describe_split() {
 
 const KernelFamily& backward_wgmma_family() {
   static const KernelFamily family = describe();
+  return family;
+}
+
+const KernelFamily& backward_varlen_wgmma_family() {
+  static const KernelFamily family = [] {
+    // The dense kernel's body per sequence, with its tiles and defaults (a sequence is a dense problem of its
+    // own lengths).
+    KernelFamily f = describe();
+    f.name = "varlen-bwd-wgmma";
+    f.operation = Operation::kBackwardVarlen;
+    f.template_args.push_back(TemplateArg::kVarlen);
+    f.build_launch = build_varlen_launch;
+    return f;
+  }();
   return family;
 }
 

@@ -19,6 +19,8 @@ const KernelFamily& backward_mma_family();
 const KernelFamily& backward_dq_mma_family();
 const KernelFamily& backward_varlen_mma_family();
 const KernelFamily& backward_dq_varlen_mma_family();
+const KernelFamily& backward_varlen_wgmma_family();
+const KernelFamily& backward_dq_varlen_wgmma_family();
 const KernelFamily& backward_dq_wgmma_family();
 const KernelFamily& backward_simt_family();
 const KernelFamily& backward_dq_simt_family();
@@ -40,7 +42,8 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &decode_combine_family(),      &merge_states_family(),
           &decode_simt_family(),         &backward_wgmma_fused_family(), &backward_wgmma_split_family(),
           &forward_varlen_mma_family(),  &forward_varlen_simt_family(), &forward_varlen_wgmma_family(),
-          &backward_varlen_mma_family(), &backward_dq_varlen_mma_family()};
+          &backward_varlen_mma_family(), &backward_dq_varlen_mma_family(), &backward_varlen_wgmma_family(),
+          &backward_dq_varlen_wgmma_family()};
 }
 
 }  // namespace flashrtc::detail

@@ -3,7 +3,11 @@
 //   bwd-prep           D = rowsum(dO * O) over every packed row: the dense pre-pass over one batch of total_q
 //                      queries, whose [1, Hq, total_q] rows are lse's [Hq, total_q] layout;
 //   varlen-bwd-mma     dK and dV, per (sequence, kv head, key block of max_seqlen_k);
-//   varlen-bwd-dq-mma  dQ, per (sequence, query head, query block of max_seqlen_q).
+//   varlen-bwd-dq-mma  dQ, per (sequence, query head, query block of max_seqlen_q);
+// on sm_90a for fp16 and bf16 at d = 64, 96 and 128, where TMA maps describe the tensors, varlen-bwd-wgmma
+// and varlen-bwd-dq-wgmma in their place: both Hopper families share the rules that pick them
+// (hopper_rules.hpp), so a call takes both or neither unless an explicit tile fits only one (each pass is
+// correct alone).
 #include <algorithm>
 
 #include "driver/stream_scratch.hpp"
@@ -12,6 +16,7 @@
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/error.hpp"
 #include "ops/call_plan.hpp"
+#include "ops/call_traits.hpp"
 #include "ops/varlen_validation.hpp"
 
 namespace flashrtc {
@@ -71,7 +76,7 @@ ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
                                                    ": not a kernel of the varlen backward (backward-prep, "
                                                    "backward-varlen, backward-dq-varlen)");
   }
-  // The packed tensors' strides are those of one token and one head: no varlen family needs a trait.
+  // The packed tensors' strides are those of one token and one head, as a dense call's: the same traits rule.
   return {p.dtype,
           static_cast<int>(p.head_dim),
           p.mask,
@@ -79,7 +84,7 @@ ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
           std::max<std::int64_t>(p.max_seqlen_k, 1),
           tile ? *tile : std::optional<TileConfig>{},
           op,
-          kAllCallTraits};
+          detail::varlen_backward_call_traits(p)};
 }
 
 void validate_varlen_backward(const VarlenBackwardParams& p) {

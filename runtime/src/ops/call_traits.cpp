@@ -38,6 +38,15 @@ unsigned varlen_forward_call_traits(const VarlenForwardParams& p) {
   return tma ? kCallTmaStrides : 0u;
 }
 
+unsigned varlen_backward_call_traits(const VarlenBackwardParams& p) {
+  const std::size_t bytes = dtype_size(p.dtype);
+  const bool tma = tma_describable(p.q, p.total_q, p.heads_q, 1, bytes) &&
+                   tma_describable(p.k, p.total_k, p.heads_kv, 1, bytes) &&
+                   tma_describable(p.v, p.total_k, p.heads_kv, 1, bytes) &&
+                   tma_describable(p.d_o, p.total_q, p.heads_q, 1, bytes);
+  return tma ? kCallTmaStrides : 0u;
+}
+
 unsigned backward_call_traits(const BackwardParams& p) {
   const std::size_t bytes = dtype_size(p.dtype);
   const bool tma = tma_describable(p.q, p.seqlen_q, p.heads_q, p.batch, bytes) &&
