@@ -5,7 +5,10 @@
 // and 256, fp16 and bf16. Fresh random inputs per case; o and lse are the reference forward's. d_q, d_k and
 // d_v are poisoned before each call, and rows after the last sequence must keep their poison bit for bit;
 // every case runs twice and the two runs must agree bit for bit (the backward is deterministic). Hostile
-// prefix sums must neither fault nor write outside the gradients.
+// prefix sums must neither fault nor write outside the gradients. On sm_90a the Hopper pair (varlen-bwd-wgmma,
+// varlen-bwd-dq-wgmma) serves most 16-bit calls; its own cases below name it: lengths across its tile
+// boundaries, NaN in the rows no sequence owns and in the keys past seqused_k (its TMA boxes read them), many
+// sequences ending inside a tile, calls without keys.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,8 +20,10 @@
 #include <vector>
 
 #include "flashrtc/attention_backward.hpp"
+#include "flashrtc/config_resolution.hpp"
 #include "flashrtc/device_memory.hpp"
 #include "flashrtc_reference/varlen_reference.hpp"
+#include "gpu_requirements.hpp"
 #include "support/forward_case.hpp"
 
 using namespace flashrtc;
@@ -47,6 +52,11 @@ struct VarlenBackwardRun {
   std::vector<double> q, k, v, o, d_o;
   std::vector<float> lse;  // [Hq, total_q], as the forward writes it
   std::optional<float> scale;
+  bool hopper = false;  // the call must resolve to the Hopper pair (varlen-bwd-wgmma, varlen-bwd-dq-wgmma)
+  // NaN on the device in q, k, v, o, d_o and lse rows after the last sequence, and (poison_unused_keys) in K
+  // and V rows past seqused_k: the reference never reads them, and they must not reach any gradient.
+  bool poison_spare = false;
+  bool poison_unused_keys = false;
 
   std::string describe() const {
     std::string lengths;
@@ -59,7 +69,8 @@ struct VarlenBackwardRun {
            " total_q=" + std::to_string(total_q) + " total_k=" + std::to_string(total_k) +
            " max_q=" + std::to_string(max_seqlen_q) + " max_k=" + std::to_string(max_seqlen_k) +
            " lengths (q x k)=[" + lengths + "]" + (p.seqused_k.empty() ? "" : " seqused_k") +
-           (scale ? " scale=" + std::to_string(*scale) : "");
+           (scale ? " scale=" + std::to_string(*scale) : "") + (hopper ? " hopper" : "") +
+           (poison_spare ? " NaN in spare rows" : "") + (poison_unused_keys ? " NaN past seqused_k" : "");
   }
   HostTensor<const double> view(const std::vector<double>& t, std::int64_t rows, std::int64_t heads) const {
     return HostTensor<const double>::bnhd(t.data(), rows, heads, p.head_dim);
@@ -130,13 +141,36 @@ struct DeviceGradients {
 std::vector<DeviceGradients> run_on_device(const VarlenBackwardRun& run, int runs) {
   const VarlenProblem& p = run.p;
   const std::size_t elem = dtype_size(run.dtype);
-  const auto q_bytes = testing::encode(run.dtype, run.q), k_bytes = testing::encode(run.dtype, run.k),
-             v_bytes = testing::encode(run.dtype, run.v), o_bytes = testing::encode(run.dtype, run.o),
-             do_bytes = testing::encode(run.dtype, run.d_o);
+  auto q_bytes = testing::encode(run.dtype, run.q), k_bytes = testing::encode(run.dtype, run.k),
+       v_bytes = testing::encode(run.dtype, run.v), o_bytes = testing::encode(run.dtype, run.o),
+       do_bytes = testing::encode(run.dtype, run.d_o);
+  std::vector<float> lse = run.lse;
+  // 0xFF bytes: NaN in fp16 and bf16.
+  const std::size_t q_row = static_cast<std::size_t>(p.heads_q * p.head_dim) * elem;
+  const std::size_t k_row = static_cast<std::size_t>(p.heads_kv * p.head_dim) * elem;
+  const auto poison = [](std::vector<unsigned char>& bytes, std::size_t from, std::size_t to) {
+    std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.begin() + static_cast<std::ptrdiff_t>(to),
+              0xFF);
+  };
+  if (run.poison_spare) {
+    const std::size_t q_from = static_cast<std::size_t>(p.cu_seqlens_q.back()) * q_row;
+    const std::size_t k_from = static_cast<std::size_t>(p.cu_seqlens_k.back()) * k_row;
+    for (auto* bytes : {&q_bytes, &o_bytes, &do_bytes}) poison(*bytes, q_from, bytes->size());
+    for (auto* bytes : {&k_bytes, &v_bytes}) poison(*bytes, k_from, bytes->size());
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t t = p.cu_seqlens_q.back(); t < run.total_q; ++t)
+        lse[static_cast<std::size_t>(h * run.total_q + t)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  if (run.poison_unused_keys)
+    for (std::size_t b = 0; b < p.seqused_k.size(); ++b) {
+      const std::size_t end = static_cast<std::size_t>(p.cu_seqlens_k[b + 1]) * k_row;
+      const std::size_t from = static_cast<std::size_t>(p.cu_seqlens_k[b] + p.seqused_k[b]) * k_row;
+      for (auto* bytes : {&k_bytes, &v_bytes}) poison(*bytes, std::min(from, end), end);
+    }
   DeviceBuffer q_dev = upload(q_bytes.data(), q_bytes.size()), o_dev = upload(o_bytes.data(), o_bytes.size());
   DeviceBuffer do_dev = upload(do_bytes.data(), do_bytes.size());
   DeviceBuffer k_dev = upload(k_bytes.data(), k_bytes.size()), v_dev = upload(v_bytes.data(), v_bytes.size());
-  DeviceBuffer lse_dev = upload(run.lse.data(), run.lse.size() * sizeof(float));
+  DeviceBuffer lse_dev = upload(lse.data(), lse.size() * sizeof(float));
   DeviceBuffer cu_q_dev = upload(p.cu_seqlens_q.data(), p.cu_seqlens_q.size() * sizeof(std::int32_t));
   DeviceBuffer cu_k_dev = upload(p.cu_seqlens_k.data(), p.cu_seqlens_k.size() * sizeof(std::int32_t));
   DeviceBuffer used_dev = upload(p.seqused_k.data(), p.seqused_k.size() * sizeof(std::int32_t));
@@ -167,6 +201,14 @@ std::vector<DeviceGradients> run_on_device(const VarlenBackwardRun& run, int run
   if (!p.seqused_k.empty()) params.seqused_k = static_cast<const std::int32_t*>(used_dev.data());
   params.softmax_scale = run.scale;
   params.mask = p.mask;
+  if (run.hopper) {
+    const std::optional<DeviceTarget> target = current_device_target();
+    REQUIRE(target.has_value());
+    REQUIRE(resolve_config(config_query(params, Operation::kBackwardVarlen), *target).family->name ==
+            "varlen-bwd-wgmma");
+    REQUIRE(resolve_config(config_query(params, Operation::kBackwardDqVarlen), *target).family->name ==
+            "varlen-bwd-dq-wgmma");
+  }
   std::vector<DeviceGradients> results;
   for (int r = 0; r < runs; ++r) {
     // NaN in every dtype: an element the kernels forget to write fails the check.
@@ -369,5 +411,69 @@ TEST_CASE("varlen backward: hostile prefix sums neither fault nor write outside 
         CHECK_FALSE(poisoned(dq_dev, guard, guard + 40 * row));
         CHECK_FALSE(poisoned(dk_dev, guard, guard + 30 * row));
       }
+  }
+}
+
+// The Hopper pair, named: its TMA boxes read past a sequence's end into the next one's rows, and after the
+// last sequence into rows no sequence owns, NaN here: scores and dS there are 0 by select, and the Q, dO (main
+// kernel) and K (dQ pass) rows past the end are cleared before the products, where 0 * NaN would be NaN; its
+// per-thread stores stay within the sequence. Lengths on both sides of the 64- and 128-row tiles for queries
+// and keys, Nq != Nk, an empty key sequence, GQA.
+TEST_CASE("varlen backward on sm_90a: the Hopper pair across tile boundaries, NaN after the last sequence" *
+          FLASHRTC_NEEDS_SM90A) {
+  const std::vector<std::int32_t> lq = {1, 63, 64, 65, 127, 128, 129, 1000};
+  const std::vector<std::int32_t> lk = {129, 1000, 65, 0, 64, 127, 1, 63};
+  std::uint64_t seed = 600;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenBackwardRun run = make_run(dtype, head_dim, 4, 2, mask, lq, lk, seed++, 70, 50);
+        run.hopper = run.poison_spare = true;
+        check(run);
+      }
+  // Each length as the last sequence's queries and keys (Nq != Nk), the rows after it NaN; MQA.
+  for (std::size_t i = 0; i < lq.size(); ++i)
+    for (MaskKind mask : kMaskKinds) {
+      const std::int32_t keys = lq[lq.size() - 1 - i];
+      VarlenBackwardRun run = make_run(DType::kBFloat16, 128, 4, 1, mask, {200, lq[i]}, {150, keys}, seed++, 64,
+                                       64);
+      run.hopper = run.poison_spare = true;
+      check(run);
+    }
+}
+
+TEST_CASE("varlen backward on sm_90a: keys past seqused_k hold NaN and get dK = dV = 0" * FLASHRTC_NEEDS_SM90A) {
+  // The last key tile of a sequence reads its rows past seqused_k (NaN in K and V): their P and dS are 0 by
+  // select, dK and dV 0, and the dQ pass clears those K rows before dS K. Used lengths on both sides of the
+  // key tiles, and one sequence with none.
+  std::uint64_t seed = 800;
+  for (DType dtype : kDtypes)
+    for (std::int64_t head_dim : {64, 96, 128})
+      for (MaskKind mask : kMaskKinds) {
+        VarlenBackwardRun run =
+            make_run(dtype, head_dim, 4, 2, mask, {70, 129, 1, 200}, {300, 200, 64, 256}, seed++, 9, 7);
+        run.p.seqused_k = {65, 128, 0, 129};
+        run.hopper = run.poison_spare = run.poison_unused_keys = true;
+        check(run);
+      }
+}
+
+TEST_CASE("varlen backward on sm_90a: many sequences ending inside a tile, and calls without keys" *
+          FLASHRTC_NEEDS_SM90A) {
+  // 300 sequences of 65 queries and 70 keys: each tile after a sequence's first holds a few of its rows and
+  // the rest of the next sequence's, which must weigh nothing and not be written.
+  std::uint64_t seed = 900;
+  for (DType dtype : kDtypes)
+    for (MaskKind mask : kMaskKinds) {
+      VarlenBackwardRun run = make_run(dtype, 64, 2, 1, mask, std::vector<std::int32_t>(300, 65),
+                                       std::vector<std::int32_t>(300, 70), seed++, 5, 3);
+      run.hopper = run.poison_spare = true;
+      check(run);
+    }
+  // No key in the whole call (total_k = 0): dQ = 0 for every query of the sequences.
+  for (MaskKind mask : kMaskKinds) {
+    VarlenBackwardRun run = make_run(DType::kFloat16, 128, 2, 1, mask, {5, 70}, {0, 0}, seed++, 3);
+    run.hopper = run.poison_spare = true;
+    check(run);
   }
 }
