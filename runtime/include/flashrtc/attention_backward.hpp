@@ -54,8 +54,8 @@ FLASHRTC_API ConfigQuery config_query(const BackwardParams& params, Operation op
 /// The variable-length backward (varlen_params.hpp, docs/varlen.md): the gradients of
 /// attention_varlen_forward, deterministic, as three kernels on params.stream: the pre-pass D = rowsum(dO *
 /// O) over every packed row (Operation::kBackwardPrep), the main kernel for dK and dV (kBackwardVarlen:
-/// varlen-bwd-mma) and the dQ pass (kBackwardDqVarlen: varlen-bwd-dq-mma), each over the sequences as
-/// attention_backward over a batch. Asynchronous (D in stream-ordered scratch); graph-capturable for any
+/// varlen-bwd-mma, on sm_90a varlen-bwd-wgmma) and the dQ pass (kBackwardDqVarlen: varlen-bwd-dq-mma, on sm_90a
+/// varlen-bwd-dq-wgmma), each over the sequences as attention_backward over a batch. Asynchronous (D in stream-ordered scratch); graph-capturable for any
 /// device-side lengths. Throws Error: kInvalidArgument naming the argument (nothing launched, outputs
 /// untouched); kUnsupported where no family serves the call (fp16 and bf16 on sm_80 and newer) or for an
 /// explicit config that cannot run; kNoDevice; kNvrtc; kDriver.
