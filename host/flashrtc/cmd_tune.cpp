@@ -161,12 +161,12 @@ int execute_tune(const TuneOptions& o) {
   const ConfigResolution baseline = o.tile.resolve(tuned_query(setup), target);
   const int head_dim = static_cast<int>(shape.head_dim);
   auto candidates = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q, shape.seqlen_kv,
-                                      setup.space, setup.limits);
+                                      setup.space, setup.limits, setup.arch);
   if (std::find(candidates.begin(), candidates.end(), baseline.config) == candidates.end())
     candidates.push_back(baseline.config);
   TuneSetup described = setup;
   described.family_configs = tuning_candidates(*setup.family, shape.dtype, head_dim, shape.seqlen_q,
-                                               shape.seqlen_kv, TuneSpace::kFull, setup.limits)
+                                               shape.seqlen_kv, TuneSpace::kFull, setup.limits, setup.arch)
                                  .size();
   print_setup(described, candidates.size());
   std::printf("base:      %s (%s: %s)\n", to_string(baseline.config).c_str(), to_string(baseline.source),

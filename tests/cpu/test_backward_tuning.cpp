@@ -53,13 +53,14 @@ TEST_CASE("the backward families' tuning candidates: their own tiles, every one 
         for (int d : {64, 128, 256}) {
           if (!family->serves_head_dim(d)) continue;
           INFO(family->name << " " << to_string(dtype) << " d=" << d << " " << arch);
-          const auto full = tuning_candidates(*family, dtype, d, 4096, 4096, TuneSpace::kFull, limits);
-          const auto quick = tuning_candidates(*family, dtype, d, 4096, 4096, TuneSpace::kQuick, limits);
+          const auto full = tuning_candidates(*family, dtype, d, 4096, 4096, TuneSpace::kFull, limits, arch);
+          const auto quick =
+              tuning_candidates(*family, dtype, d, 4096, 4096, TuneSpace::kQuick, limits, arch);
           REQUIRE_FALSE(quick.empty());
           CHECK(quick.size() <= full.size());
           const auto space = family->config_space(dtype, d, limits.smem_per_block_bytes);
           const auto defaults =
-              family->default_configs(dtype, d, MaskKind::kNone, limits.smem_per_block_bytes);
+              family->default_configs(dtype, d, MaskKind::kNone, limits.smem_per_block_bytes, arch);
           for (const TileConfig& tile : full) {
             INFO(to_string(tile));
             CHECK(family->check_config(dtype, d, tile, limits.smem_per_block_bytes).empty());
@@ -177,11 +178,9 @@ TEST_CASE("a tuned backward entry read from the database file is what a backward
   CHECK(explicit_tile(with_dq_tile, Operation::kBackwardPrep) == nullptr);
 
   // Another bucket, another GPU: no entry.
-  CHECK(resolve_config(config_query(backward_call(DType::kBFloat16, 64, 5000), Operation::kBackward),
-                               target)
+  CHECK(resolve_config(config_query(backward_call(DType::kBFloat16, 64, 5000), Operation::kBackward), target)
             .source == ConfigSource::kDefault);
-  CHECK(resolve_config(config_query(call, Operation::kBackward),
-                               assumed_device_target("Other GPU", "sm_90a"))
+  CHECK(resolve_config(config_query(call, Operation::kBackward), assumed_device_target("Other GPU", "sm_90a"))
             .source == ConfigSource::kDefault);
 }
 
@@ -201,8 +200,7 @@ TEST_CASE("a tuned backward entry the family can no longer build is skipped with
   const ConfigResolution r = resolve_config(config_query(call, Operation::kBackward), target);
   CHECK(r.source == ConfigSource::kDefault);
   CHECK(r.why.find("is ignored") != std::string::npos);
-  CHECK(resolve_config(config_query(call, Operation::kBackward), target).source ==
-        ConfigSource::kDefault);
+  CHECK(resolve_config(config_query(call, Operation::kBackward), target).source == ConfigSource::kDefault);
   const auto warnings = log.warnings();
   REQUIRE(warnings.size() == 1);
   CHECK(warnings.front().find("bwd-mma") != std::string::npos);

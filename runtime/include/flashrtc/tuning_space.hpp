@@ -26,7 +26,7 @@ struct SmLimits {
   int max_registers_per_thread = 255;
   std::size_t smem_per_block_bytes = kSmemBytesSm80;  ///< opt-in maximum of one block
   std::size_t smem_per_sm_bytes = 164 * 1024;
-  std::size_t reserved_smem_per_block_bytes = 1024;   ///< taken by CUDA from the SM's shared memory per block
+  std::size_t reserved_smem_per_block_bytes = 1024;  ///< taken by CUDA from the SM's shared memory per block
 };
 
 /// The device's own limits.
@@ -52,17 +52,19 @@ FLASHRTC_API std::optional<TuneSpace> parse_tune_space(std::string_view name);
 /// whose shared memory and threads fit limits with at least one resident block. kQuick: of those, the tiles
 /// no larger than the sequence lengths' buckets whose area (block_m x block_n) is at least a quarter of the
 /// largest such area and whose sides are within a factor of two (large square-ish tiles reuse Q, K and V the
-/// most, which wins at the lengths worth tuning), plus the built-in default of every mask.
+/// most, which wins at the lengths worth tuning), plus the built-in default of every mask. arch: the defaults
+/// are arch's where the family's table gives an arch its own (empty: the arch-independent ones).
 FLASHRTC_API std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtype, int head_dim,
-                                                       std::int64_t seqlen_q, std::int64_t seqlen_kv, TuneSpace space,
-                                                       const SmLimits& limits);
+                                                       std::int64_t seqlen_q, std::int64_t seqlen_kv,
+                                                       TuneSpace space, const SmLimits& limits,
+                                                       std::string_view arch = {});
 /// The same for the portable family of dtype.
 FLASHRTC_API std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q,
                                                        std::int64_t seqlen_kv, TuneSpace space,
                                                        const SmLimits& limits);
 
-/// The head dims `flashrtc compile --all` warms for a family: 32, 64, 96, 128, 256 and each default row's bound
-/// (the Hopper family's rows for d = 160-224), those the family serves, ascending.
+/// The head dims `flashrtc compile --all` warms for a family: 32, 64, 96, 128, 256 and each default row's
+/// bound (the Hopper family's rows for d = 160-224), those the family serves, ascending.
 FLASHRTC_API std::vector<int> warm_head_dims(const KernelFamily& family);
 
 /// What `flashrtc compile --all` warms for arch: for every family that runs on arch (forward and backward

@@ -1,11 +1,10 @@
 #include "flashrtc/tuning_space.hpp"
 
-#include "flashrtc/kernel_family.hpp"
-
 #include <algorithm>
 #include <regex>
 #include <tuple>
 
+#include "flashrtc/kernel_family.hpp"
 #include "flashrtc/tuning_db.hpp"
 
 namespace flashrtc {
@@ -43,7 +42,8 @@ SmLimits assumed_sm_limits(const std::string& arch) {
   return limits;
 }
 
-int resident_blocks_per_sm(const SmLimits& limits, int threads, int registers_per_thread, std::size_t smem_bytes) {
+int resident_blocks_per_sm(const SmLimits& limits, int threads, int registers_per_thread,
+                           std::size_t smem_bytes) {
   if (threads < 1 || threads > limits.max_threads_per_block) return 0;
   if (smem_bytes > limits.smem_per_block_bytes) return 0;
   if (registers_per_thread > limits.max_registers_per_thread) return 0;
@@ -60,10 +60,13 @@ int resident_blocks_per_sm(const SmLimits& limits, int threads, int registers_pe
 
 double occupancy(const SmLimits& limits, int threads, int resident_blocks) {
   const int warps = (threads + 31) / 32;
-  return limits.max_threads_per_sm > 0 ? double(resident_blocks * warps) / (limits.max_threads_per_sm / 32) : 0.0;
+  return limits.max_threads_per_sm > 0 ? double(resident_blocks * warps) / (limits.max_threads_per_sm / 32)
+                                       : 0.0;
 }
 
-const char* to_string(TuneSpace space) { return space == TuneSpace::kQuick ? "quick" : "full"; }
+const char* to_string(TuneSpace space) {
+  return space == TuneSpace::kQuick ? "quick" : "full";
+}
 
 std::optional<TuneSpace> parse_tune_space(std::string_view name) {
   if (name == "quick") return TuneSpace::kQuick;
@@ -74,7 +77,8 @@ std::optional<TuneSpace> parse_tune_space(std::string_view name) {
 namespace {
 
 bool config_less(const TileConfig& a, const TileConfig& b) {
-  return std::tie(a.block_m, a.block_n, a.warps, a.stages) < std::tie(b.block_m, b.block_n, b.warps, b.stages);
+  return std::tie(a.block_m, a.block_n, a.warps, a.stages) <
+         std::tie(b.block_m, b.block_n, b.warps, b.stages);
 }
 
 bool contains(const std::vector<TileConfig>& configs, const TileConfig& c) {
@@ -83,14 +87,16 @@ bool contains(const std::vector<TileConfig>& configs, const TileConfig& c) {
 
 }  // namespace
 
-std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q, std::int64_t seqlen_kv,
-                                          TuneSpace space, const SmLimits& limits) {
-  return tuning_candidates(portable_family(Operation::kForward, dtype, is_supported_head_dim(head_dim) ? head_dim : 64),
-                           dtype, head_dim, seqlen_q, seqlen_kv, space, limits);
+std::vector<TileConfig> tuning_candidates(DType dtype, int head_dim, std::int64_t seqlen_q,
+                                          std::int64_t seqlen_kv, TuneSpace space, const SmLimits& limits) {
+  return tuning_candidates(
+      portable_family(Operation::kForward, dtype, is_supported_head_dim(head_dim) ? head_dim : 64), dtype,
+      head_dim, seqlen_q, seqlen_kv, space, limits);
 }
 
-std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtype, int head_dim, std::int64_t seqlen_q,
-                                          std::int64_t seqlen_kv, TuneSpace space, const SmLimits& limits) {
+std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtype, int head_dim,
+                                          std::int64_t seqlen_q, std::int64_t seqlen_kv, TuneSpace space,
+                                          const SmLimits& limits, std::string_view arch) {
   const auto fits_sm = [&](const TileConfig& c) {
     const KernelSpec spec{dtype, head_dim, MaskKind::kNone, c, &family};
     return resident_blocks_per_sm(limits, family.threads(spec), 0, family.smem_bytes(spec)) >= 1;
@@ -105,7 +111,7 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   for (MaskKind mask : kMaskKinds) {
     if (!family.serves_mask(mask)) continue;
     const std::vector<TileConfig> defaults =
-        family.default_configs(dtype, head_dim, mask, limits.smem_per_block_bytes);
+        family.default_configs(dtype, head_dim, mask, limits.smem_per_block_bytes, arch);
     if (!contains(fallbacks, defaults.front())) fallbacks.push_back(defaults.front());
     for (const TileConfig& c : defaults)
       if (!contains(fits, c) && fits_sm(c) &&
@@ -122,10 +128,13 @@ std::vector<TileConfig> tuning_candidates(const KernelFamily& family, DType dtyp
   const std::int64_t max_n = std::max<std::int64_t>(seqlen_bucket(seqlen_kv), min_n);
   // Large, roughly square tiles: area reuses K/V (per query row) and Q (per key row); a side more than twice
   // the other spends that reuse on one operand only.
-  const auto squarish = [](const TileConfig& c) { return c.block_m <= 2 * c.block_n && c.block_n <= 2 * c.block_m; };
+  const auto squarish = [](const TileConfig& c) {
+    return c.block_m <= 2 * c.block_n && c.block_n <= 2 * c.block_m;
+  };
   long largest_area = 0;
   for (const TileConfig& c : fits)
-    if (c.block_m <= max_m && c.block_n <= max_n) largest_area = std::max(largest_area, long(c.block_m) * c.block_n);
+    if (c.block_m <= max_m && c.block_n <= max_n)
+      largest_area = std::max(largest_area, long(c.block_m) * c.block_n);
   std::vector<TileConfig> quick;
   for (const TileConfig& c : fits)
     if (c.block_m <= max_m && c.block_n <= max_n && squarish(c) && 4L * c.block_m * c.block_n >= largest_area)
@@ -141,7 +150,8 @@ std::vector<int> warm_head_dims(const KernelFamily& family) {
   for (const KernelFamily::DefaultRow& row : family.defaults) dims.push_back(row.max_head_dim);
   std::sort(dims.begin(), dims.end());
   dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
-  dims.erase(std::remove_if(dims.begin(), dims.end(), [&](int d) { return !family.serves_head_dim(d); }), dims.end());
+  dims.erase(std::remove_if(dims.begin(), dims.end(), [&](int d) { return !family.serves_head_dim(d); }),
+             dims.end());
   return dims;
 }
 
@@ -150,8 +160,8 @@ std::vector<KernelSpec> warm_specs(const std::string& arch, bool with_tuned) {
   std::vector<KernelSpec> specs;
   const auto add = [&specs](const KernelSpec& spec) {
     const bool known = std::any_of(specs.begin(), specs.end(), [&](const KernelSpec& s) {
-      return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim && s.mask == spec.mask &&
-             s.tile == spec.tile && s.persistent == spec.persistent;
+      return s.family == spec.family && s.dtype == spec.dtype && s.head_dim == spec.head_dim &&
+             s.mask == spec.mask && s.tile == spec.tile && s.persistent == spec.persistent;
     });
     if (!known) specs.push_back(spec);
   };
@@ -174,7 +184,8 @@ std::vector<KernelSpec> warm_specs(const std::string& arch, bool with_tuned) {
   for (const TuningEntry& entry : tuning_db_entries()) {
     if (entry.key.arch != arch || entry.key.nvrtc_version != nvrtc) continue;
     const KernelFamily* family = find_kernel_family(entry.key.family);
-    if (!family || !family->serves_dtype(entry.key.dtype) || !family->serves_head_dim(entry.key.head_dim)) continue;
+    if (!family || !family->serves_dtype(entry.key.dtype) || !family->serves_head_dim(entry.key.head_dim))
+      continue;
     if (!family->check_config(entry.key.dtype, entry.key.head_dim, entry.config, smem).empty()) continue;
     KernelSpec spec{entry.key.dtype, entry.key.head_dim, entry.key.mask, entry.config, family};
     spec.persistent = family->runs_persistent(entry.key.mask, entry.key.seqlen_kv_bucket);
