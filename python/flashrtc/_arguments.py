@@ -163,13 +163,14 @@ def check_inputs(views: dict, layout: str) -> tuple:
     return batch, seqlen_q, heads_q, head_dim, kv.shape[s], kv.shape[h]
 
 
-def check_lse(name: str, lv: TensorView, shape: tuple) -> None:
-    """The lse's rules: float32 [B, Hq, Nq], contiguous."""
+def check_lse(name: str, lv: TensorView, shape: tuple, text: str = "[B, Hq, Nq]") -> None:
+    """The lse's rules: float32 of shape (the dims text names: [B, Hq, Nq], or a packed call's
+    [Hq, total_q]), contiguous."""
     if lv.dtype != "float32":
         raise InvalidArgumentError(f"{name} has dtype {lv.dtype}: it must be float32")
     if lv.shape != shape:
-        raise InvalidArgumentError(f"{name} has shape {lv.shape}: it must be [B, Hq, Nq] = {list(shape)}")
-    expected = (shape[1] * shape[2], shape[2], 1)
+        raise InvalidArgumentError(f"{name} has shape {lv.shape}: it must be {text} = {list(shape)}")
+    expected = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
     if any(n > 1 and st != e for n, st, e in zip(shape, lv.strides, expected)):
         raise InvalidArgumentError(f"{name} has strides {lv.strides}: it must be contiguous")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from . import _bounds, _library
-from ._arguments import check_same_device, scale_of, tile_of
+from ._arguments import check_lse, check_same_device, scale_of, tile_of
 from ._errors import InvalidArgumentError
 from ._kvcache import allocate, causal_mask, check_dims, check_int32
 from ._marshal import launch as launch_on_device, resolve_stream, tensor_struct, torch_stream
@@ -32,6 +32,9 @@ class VarlenCall(NamedTuple):
     torch_device: Optional[int]
 
 
+PACKED_LSE = "[Hq, total_q]"  # the lse of a packed call: entry (h, t) at h * total_q + t
+
+
 def max_seqlen(value, name: str) -> int:
     """A host bound of the sequences' lengths, as an int64 (the library checks its range against the totals)."""
     return _bounds.integer(value, name, _bounds.INT64_MIN, _bounds.INT64_MAX)
@@ -40,16 +43,6 @@ def max_seqlen(value, name: str) -> int:
 def _packed_struct(t: TensorView) -> _library.Tensor:
     """flashrtc_tensor of a packed [total, H, d] view: one batch, stride_batch unused."""
     return tensor_struct(t._replace(shape=(1,) + t.shape, strides=(0,) + t.strides), "bnhd")
-
-
-def _check_lse(lv: TensorView, shape: tuple) -> None:
-    """The varlen lse: float32 [Hq, total_q], contiguous (entry (h, t) at h * total_q + t)."""
-    if lv.dtype != "float32":
-        raise InvalidArgumentError(f"lse_out has dtype {lv.dtype}: it must be float32")
-    if lv.shape != shape:
-        raise InvalidArgumentError(f"lse_out has shape {lv.shape}: it must be [Hq, total_q] = {list(shape)}")
-    if shape[1] > 1 and lv.strides[1] != 1 or shape[0] > 1 and lv.strides[0] != shape[1]:
-        raise InvalidArgumentError(f"lse_out has strides {lv.strides}: it must be contiguous")
 
 
 def prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, softmax_scale=None,
@@ -103,7 +96,7 @@ def prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen
     if return_lse or lse_out is not None:
         lse, lv = allocate(lse_out, "lse_out", (heads_q, total_q), "float32", q, torch_mode, allocation_stream,
                            export_stream)
-        _check_lse(lv, (heads_q, total_q))
+        check_lse("lse_out", lv, (heads_q, total_q), PACKED_LSE)
     outputs = {"out": ov, **({"lse_out": lv} if lv else {})}
     check_same_device(tuple({**views, **index_views, **outputs}.items()))
 
@@ -165,7 +158,7 @@ def varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqle
     if inputs["dout"].shape != qv.shape or inputs["dout"].dtype != qv.dtype:
         raise InvalidArgumentError(f"dout is {inputs['dout'].dtype} {inputs['dout'].shape}, q {qv.dtype} "
                                    f"{qv.shape}: they must match")
-    _check_lse(inputs["lse"], (heads_q, total_q))
+    check_lse("lse", inputs["lse"], (heads_q, total_q), PACKED_LSE)
     grads = [torch.zeros_like(x, memory_format=torch.contiguous_format) for x in (q, k, v)]
     outputs = {name: view(name, g, export_stream) for name, g in zip(("dq", "dk", "dv"), grads)}
     check_same_device(tuple({**inputs, **outputs}.items()))
