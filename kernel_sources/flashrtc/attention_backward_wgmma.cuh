@@ -25,13 +25,15 @@
 // blocks runs on the copy engine, out of the consumers' way, in no fixed order (the deterministic mode takes
 // the separate pass).
 //
-// kVarlen (attention_backward_wgmma only): the variable-length backward (docs/varlen.md), one block per
+// kVarlen: the variable-length backward (docs/varlen.md), one block per
 // (sequence, kv head, block_n keys of max_seqlen_k): the block's batch is a sequence
 // (VarlenBackwardKeyBlock), its TMA coordinates start at the sequence's first rows of maps over the packed
 // tensors (one batch of total rows). Boxes crossing the sequence's end read the next sequence's rows (or NaN
-// where none owns them): keys past the end are masked, their P and dS 0 by select; Q and dO rows past the end
-// are set to 0 in shared memory before the products (their lse row is +inf, so P = 0 and dS = 0 there; 0 *
-// NaN would not be). Without it none of that is compiled.
+// where none owns them): K and V rows past the sequence's keys, Q and dO rows past its queries are set to 0 in
+// shared memory before the products (keys past the end are masked, P = 0 by select, and rows past the end
+// have lse +inf, so P = 0; with the zeros, dP and dS are 0 there too, where 0 * NaN would not be). The fused
+// kernel adds each sequence's dQ into tiles of its own (varlen_dq_first_tile). Without kVarlen none of that
+// is compiled.
 #include "flashrtc/backward_key_block.cuh"
 #include "flashrtc/backward_params.cuh"
 #include "flashrtc/backward_tiles.cuh"
@@ -56,7 +58,6 @@ __device__ __forceinline__ void backward_wgmma_block(
     const typename kernel::BackwardParamsOf<kVarlen>::type& args, const TmaDescriptor& q_map,
     const TmaDescriptor& k_map, const TmaDescriptor& v_map, const TmaDescriptor& do_map) {
   static_assert(sizeof(T) == 2, "the Hopper kernel takes 16-bit inputs");
-  static_assert(!(kFused && kVarlen), "the varlen backward's dQ is the separate pass");
   const kernel::BackwardParams& p = kernel::dense_params(args);
   constexpr WgmmaBackwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages, kFused};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the Hopper backward kernel");
@@ -171,12 +172,24 @@ __device__ __forceinline__ void backward_wgmma_block(
       if (warp == 1 && elect_one_lane()) {
         // Pair j's tile (buffer j % 2) is full at phase j / 2 of its barrier; once the next one is issued, it
         // has been read, and its buffer is free.
-        const long long tiles = (p.seqlen_q + kBlockM - 1) / kBlockM;
+        // The workspace tile of (head, query block m0): a packed call's sequences own runs of their own.
+        const long long tiles = [&] {
+          if constexpr (kVarlen)
+            return varlen_dq_tiles_per_head(args.total_q, p.batch, kBlockM);
+          else
+            return static_cast<long long>((p.seqlen_q + kBlockM - 1) / kBlockM);
+        }();
+        const long long first_tile = [&] {
+          if constexpr (kVarlen)
+            return varlen_dq_first_tile(block.seq.first_q, block.batch, kBlockM);
+          else
+            return static_cast<long long>(block.batch) * p.heads_q * tiles;
+        }();
         int pair = 0;
         block.template for_each_pair<kStages>(p, [&](int head, int m0, int, unsigned) {
           const int buffer = pair & 1;
           mbarrier_wait(dq_full(buffer), (pair >> 1) & 1);
-          const long long tile = (static_cast<long long>(block.batch) * p.heads_q + head) * tiles + m0 / kBlockM;
+          const long long tile = first_tile + head * tiles + m0 / kBlockM;
           bulk_reduce_add_f32(p.dq_accum + tile * (kBlockM * kHeadDim), dq_smem + buffer * kShape.dq_tile_bytes(),
                               kShape.dq_tile_bytes());
           tma_store_commit();
@@ -245,6 +258,20 @@ __device__ __forceinline__ void backward_wgmma_block(
     else
       return p.seqlen_kv;
   };
+  if constexpr (kVarlen) {
+    // K and V rows past the sequence's keys (the next sequence's, spare cache rows, or NaN): 0 before any
+    // product, once per block. Their P is 0 by the mask's select; with V 0 their dP^T is 0 too, so dS^T =
+    // P^T (dP^T - D) is 0 without a select of its own, and the fused kernel's dQ = dS K adds 0 (0 * NaN would
+    // not be). Both groups write the same zeros over the whole tiles, each before its own products, so neither
+    // waits for the other.
+    const int keys_left = seqlen_kv() - block.n0;
+    if (block.total > 0 && keys_left < kBlockN) {
+      clear_panel_rows<kBlockN, kPanels, kPanelBytes>(k_smem, keys_left, tid % 128);
+      clear_panel_rows<kBlockN, kPanels, kPanelBytes>(v_smem, keys_left, tid % 128);
+      fence_async_shared();
+      named_barrier_sync(1 + consumer, 128);
+    }
+  }
   const KeyMask<kMask> mask{seqlen_kv(), block.diag};
   const int n0 = block.n0;
   // The pairs' lse (log2 domain) and D: thread t of the group reads row t of the next pair from global memory
@@ -339,13 +366,7 @@ __device__ __forceinline__ void backward_wgmma_block(
       const float2 d2 = *reinterpret_cast<const float2*>(d_rows + 8 * t + 2 * (lane % 4));
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float ds = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
-        // Varlen: a hidden key's dP^T may be the next sequence's V times dO, NaN: dS^T 0 by select.
-        if constexpr (kVarlen)
-          acc_dp[4 * t + i] =
-              needs_mask && local.hides(8 * t + 2 * (lane % 4) + i % 2, key_row + 8 * (i / 2)) ? 0.f : ds;
-        else
-          acc_dp[4 * t + i] = ds;
+        acc_dp[4 * t + i] = acc_s[4 * t + i] * (acc_dp[4 * t + i] - (i % 2 ? d2.y : d2.x));
       }
     }
     unsigned ds_frag[kQSteps][4];
@@ -469,15 +490,16 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                                                                                               v_map, do_map);
 }
 
-template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask>
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_backward_wgmma_fused(const __grid_constant__ kernel::BackwardParams p,
+    attention_backward_wgmma_fused(const __grid_constant__ typename kernel::BackwardParamsOf<kVarlen>::type p,
                                    const __grid_constant__ TmaDescriptor q_map,
                                    const __grid_constant__ TmaDescriptor k_map,
                                    const __grid_constant__ TmaDescriptor v_map,
                                    const __grid_constant__ TmaDescriptor do_map) {
-  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, true>(p, q_map, k_map, v_map,
-                                                                                   do_map);
+  backward_wgmma_block<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, true, kVarlen>(p, q_map, k_map,
+                                                                                             v_map, do_map);
 }
 
 }  // namespace flashrtc

@@ -3,7 +3,8 @@
 //   attention_backward_prep:       D = rowsum(dO * O) in fp32 (FlashAttention-2's pre-pass), one warp per row
 //                                  of (batch, query head, query);
 //   attention_backward_dq_convert: dQ from the fp32 workspace (zeroed on the stream before the main kernel,
-//                                  which adds into it) into d_q's element type and strides.
+//                                  which adds into it) into d_q's element type and strides; kVarlen: a packed
+//                                  call's (docs/varlen.md), from each sequence's tiles (dq_accum_layout.cuh).
 // Rows are linear in [batch, heads_q, seqlen_q], the layout of lse and D; the workspace's is
 // dq_accum_layout.cuh's. The prep's row elements are visited lane, lane + 32, ...: each warp access of d_o and
 // o is one contiguous run of the row.
@@ -11,6 +12,7 @@
 #include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/element_convert.cuh"
 #include "flashrtc/rows_shape.cuh"
+#include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
@@ -53,16 +55,56 @@ __device__ __forceinline__ void store_four(T* dst, float4 v) {
   *reinterpret_cast<Four*>(dst) = Four{{from_float<T>(v.x), from_float<T>(v.y), from_float<T>(v.z), from_float<T>(v.w)}};
 }
 
+// One 64-query slice of the tiled workspace (src, one contiguous run) into the rows of d_q from q0 (d_q: the
+// head's row 0), those before seqlen_q: read in order by 16-byte vectors, each four adjacent columns of one
+// query (dq_slice_position), four loads in flight per thread before their stores (which the compiler cannot
+// move them past).
+template <typename T, int kHeadDim, int kWarps>
+__device__ __forceinline__ void convert_dq_slice(const float4* src, T* d_q, long long stride_seq, int q0,
+                                                 int seqlen_q) {
+  constexpr int kThreads = kWarps * 32, kVectors = kDqSliceRows * kHeadDim / 4, kBatch = 4;
+  for (int base = threadIdx.x; base < kVectors; base += kBatch * kThreads) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (base + j * kThreads < kVectors) v[j] = src[base + j * kThreads];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = base + j * kThreads;
+      const DqSlicePosition at = dq_slice_position(2 * i);
+      const long long query = q0 + at.query;
+      if (i < kVectors && query < seqlen_q) store_four(d_q + query * stride_seq + at.column, v[j]);
+    }
+  }
+}
+
 // With p.dq_tile_rows > 0 (the fused kernels' layout), one block per 64-query slice of one (batch, query head),
-// blockIdx.x = (batch * heads_q + head) * ceil(seqlen_q / 64) + slice: the slice is one contiguous run of the
-// workspace, read in order by 16-byte vectors, each four adjacent columns of one query (dq_slice_position). With 0 (row-major), one warp per row as the prep.
+// blockIdx.x = (batch * heads_q + head) * ceil(seqlen_q / 64) + slice. With 0 (row-major), one warp per row as
+// the prep. kVarlen (tiled only): batch is a sequence, seqlen_q max_seqlen_q; slices past the sequence's
+// queries have nothing to do, rows outside every sequence are never written.
 // At least 8 blocks per SM is all a streaming pass needs: without that bound ptxas for sm_100 held the kernel to
 // 32 registers (full occupancy) and spilled the batch of loads.
-template <typename T, int kHeadDim, int kBlockM, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, 8) attention_backward_dq_convert(const kernel::BackwardParams p) {
+template <typename T, int kHeadDim, int kBlockM, int kWarps, bool kVarlen = false>
+__global__ void __launch_bounds__(kWarps * 32, 8)
+    attention_backward_dq_convert(const typename kernel::BackwardParamsOf<kVarlen>::type args) {
   static_assert(RowsShape{kHeadDim, kBlockM, 1, kWarps, 1}.invalid_reason() == nullptr,
                 "invalid row-pass tile");
-  if (p.dq_tile_rows > 0) {
+  const kernel::BackwardParams& p = kernel::dense_params(args);
+  if constexpr (kVarlen) {
+    const long long slices = (p.seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
+    const long long sequence_head = blockIdx.x / slices;  // sequence * heads_q + head
+    const int sequence = static_cast<int>(sequence_head / p.heads_q);
+    const long long head = sequence_head % p.heads_q;
+    const int q0 = static_cast<int>(blockIdx.x % slices) * kDqSliceRows;
+    const VarlenSequence seq = varlen_sequence(args, sequence);
+    if (q0 >= seq.seqlen_q) return;
+    const long long tile = head * varlen_dq_tiles_per_head(args.total_q, p.batch, p.dq_tile_rows) +
+                           varlen_dq_first_tile(seq.first_q, sequence, p.dq_tile_rows);
+    const float4* src = reinterpret_cast<const float4*>(p.dq_accum + (tile * p.dq_tile_rows + q0) * kHeadDim);
+    T* d_q = static_cast<T*>(p.d_q) + seq.first_q * p.dq_stride_seq + head * p.dq_stride_head;
+    convert_dq_slice<T, kHeadDim, kWarps>(src, d_q, p.dq_stride_seq, q0, seq.seqlen_q);
+    return;
+  } else if (p.dq_tile_rows > 0) {
     const long long slices = (p.seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
     const long long head = blockIdx.x / slices;  // batch * heads_q + head
     const int q0 = static_cast<int>(blockIdx.x % slices) * kDqSliceRows;
@@ -71,21 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8) attention_backward_dq_convert(
     const float4* src =
         reinterpret_cast<const float4*>(p.dq_accum + (head * tiles * p.dq_tile_rows + q0) * kHeadDim);
     T* d_q = static_cast<T*>(p.d_q) + head / p.heads_q * p.dq_stride_batch + head % p.heads_q * p.dq_stride_head;
-    // Four loads in flight per thread before their stores (which the compiler cannot move them past).
-    constexpr int kThreads = kWarps * 32, kVectors = kDqSliceRows * kHeadDim / 4, kBatch = 4;
-    for (int base = threadIdx.x; base < kVectors; base += kBatch * kThreads) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (base + j * kThreads < kVectors) v[j] = src[base + j * kThreads];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = base + j * kThreads;
-        const DqSlicePosition at = dq_slice_position(2 * i);
-        const long long query = q0 + at.query;
-        if (i < kVectors && query < p.seqlen_q) store_four(d_q + query * p.dq_stride_seq + at.column, v[j]);
-      }
-    }
+    convert_dq_slice<T, kHeadDim, kWarps>(src, d_q, p.dq_stride_seq, q0, p.seqlen_q);
     return;
   }
   const int lane = threadIdx.x % 32;

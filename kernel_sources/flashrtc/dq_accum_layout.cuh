@@ -64,4 +64,19 @@ FLASHRTC_HOST_DEVICE constexpr long long dq_accum_offset(long long head, long lo
          dq_tile_offset(static_cast<int>(query % tile_rows), column, head_dim);
 }
 
+// The variable-length backward's workspace (docs/varlen.md): per query head, one run of tiles shared by the
+// sequences, sequence b's from tile (first_q + b * tile_rows) / tile_rows on, where first_q is its first packed
+// row. Its ceil(seqlen_q / tile_rows) tiles end before the next sequence's first (whatever its length: the
+// b * tile_rows term gives every sequence a partial tile of room), and every sequence whose rows lie within
+// total_q ends within varlen_dq_tiles_per_head: no prefix sum of tile counts is needed, and sequences bounded
+// into the packed rows (varlen_bounds.cuh) never reach past the workspace, in whatever order they lie.
+FLASHRTC_HOST_DEVICE constexpr long long varlen_dq_first_tile(long long first_q, long long sequence,
+                                                             int tile_rows) {
+  return (first_q + sequence * tile_rows) / tile_rows;
+}
+FLASHRTC_HOST_DEVICE constexpr long long varlen_dq_tiles_per_head(long long total_q, long long sequences,
+                                                                 int tile_rows) {
+  return (total_q + sequences * tile_rows) / tile_rows;
+}
+
 }  // namespace flashrtc

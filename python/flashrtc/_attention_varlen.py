@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ._arguments import check_flag
 from ._tensors import KIND_TORCH, kind_of
 from ._torch_api import api as torch_api, compiling
 from ._varlen import launch_varlen, prepare_varlen
@@ -15,7 +16,8 @@ from ._varlen import launch_varlen, prepare_varlen
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int, *,
                      softmax_scale: Optional[float] = None, causal: bool = False, seqused_k=None,
-                     return_lse: bool = False, out=None, lse_out=None, stream=None, config=None):
+                     return_lse: bool = False, out=None, lse_out=None, stream=None, config=None,
+                     deterministic: Optional[bool] = None):
     """Attention over B sequences of their own lengths packed one after another without padding
     (docs/varlen.md); FlashAttention's flash_attn_varlen_func, argument for argument where both have one.
 
@@ -44,6 +46,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     lse_out: where to write the lse (float32 [Hq, total_q], contiguous); implies it is computed.
     stream, config: as flashrtc.attention's (tensors that are not torch tensors need out=, and lse_out= for
         the lse).
+    deterministic: for the backward (autograd), as flashrtc.attention takes it: True, the main kernel and
+        the atomic-free dQ pass (the same bits every run); False, on an H100/H200 where the fused kernel
+        serves the call (from 2048 keys of max_seqlen_k, 4096 causal), dQ added in fp32 in no fixed order;
+        None (default) follows torch.are_deterministic_algorithms_enabled().
 
     dtype float16, bfloat16 or float32 (no backward for float32), the same for q, k, v; d a multiple of 8 up to
     256; Hq a multiple of Hkv (GQA, MQA); the head dim contiguous and the other strides multiples of 16 bytes. Asynchronous on the stream; no host synchronisation, so a
@@ -51,16 +57,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
 
     Autograd and torch.compile: with grad enabled and a torch tensor among q, k, v that requires grad, or
     while compiling, the call is the operator flashrtc::attention_varlen (then out=, lse_out= and stream=
-    are refused: use torch.cuda.stream(...)). Its backward is flashrtc_attention_varlen_backward
-    (deterministic; dq, dk, dv zero on rows outside every sequence).
+    are refused: use torch.cuda.stream(...)). Its backward is flashrtc_attention_varlen_backward (dq, dk, dv
+    zero on rows outside every sequence).
 
     Returns out, or (out, lse) with return_lse. Raises InvalidArgumentError naming the argument (nothing
     launched), and the C API's errors as flashrtc.attention does.
     """
+    check_flag(deterministic, "deterministic")
     if compiling() or kind_of(q) == KIND_TORCH and _recorded((q, k, v)):
         return _torch_ops().attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                              softmax_scale, causal, seqused_k, return_lse, out, lse_out, stream,
-                                             config)
+                                             config, deterministic)
     call = prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           softmax_scale=softmax_scale, causal=causal, seqused_k=seqused_k, return_lse=return_lse,
                           out=out, lse_out=lse_out, stream=stream, config=config)

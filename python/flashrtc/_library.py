@@ -114,7 +114,8 @@ class VarlenBackwardParams(ctypes.Structure):
                 ("mask", ctypes.c_int32),
                 ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("stages", ctypes.c_int32),
-                ("stream", ctypes.c_void_p)]
+                ("stream", ctypes.c_void_p),
+                ("deterministic", ctypes.c_int32)]
 
 
 # flashrtc_dtype and flashrtc_mask.

@@ -364,10 +364,11 @@ def attention(q, k, v, causal, scale, enable_gqa, return_lse, layout, config, ou
 
 _LIBRARY.define("attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
                 "SymInt max_seqlen_q, SymInt max_seqlen_k, float? softmax_scale, bool causal, Tensor? seqused_k, "
-                "SymInt[] tile) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
+                "SymInt[] tile, bool deterministic) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
 _LIBRARY.define("attention_varlen_backward(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, "
                 "Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, "
-                "float? softmax_scale, bool causal, Tensor? seqused_k) -> (Tensor, Tensor, Tensor)",
+                "float? softmax_scale, bool causal, Tensor? seqused_k, bool deterministic) -> "
+                "(Tensor, Tensor, Tensor)",
                 tags=(torch.Tag.pt2_compliant_tag,))
 _LIBRARY.impl("attention_varlen", varlen_for_operator, "CUDA")
 _LIBRARY.impl("attention_varlen_backward", varlen_backward, "CUDA")
@@ -385,34 +386,35 @@ def varlen_outputs(q: Tensor) -> Tuple[Tensor, Tensor]:
 
 @torch.library.register_fake("flashrtc::attention_varlen", lib=_LIBRARY)
 def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k,
-                 tile):
+                 tile, deterministic):
     return varlen_outputs(q)
 
 
 @torch.library.register_fake("flashrtc::attention_varlen_backward", lib=_LIBRARY)
 def _varlen_backward_fake(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                          softmax_scale, causal, seqused_k):
+                          softmax_scale, causal, seqused_k, deterministic):
     return backward_outputs(q, k, v)
 
 
 def _varlen_setup_context(ctx, inputs, output):
-    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k, _tile = inputs
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k, _tile,
+     deterministic) = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k)
-    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal)
+    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic)
     ctx.mark_non_differentiable(lse)
 
 
 def _varlen_gradients(ctx, dout, _dlse):
     """Run only when a gradient through the call is asked for: the backward operator."""
     q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, seqused_k = ctx.saved_tensors
-    max_seqlen_q, max_seqlen_k, softmax_scale, causal = ctx.options
+    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic = ctx.options
     if dout.stride() != o.stride():  # e.g. a broadcast gradient (stride 0): the kernels need o's rules
         dout = torch.empty_like(o).copy_(dout)
     dq, dk, dv = torch.ops.flashrtc.attention_varlen_backward.default(
         dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-        seqused_k)
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+        seqused_k, deterministic)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd("flashrtc::attention_varlen", _varlen_gradients,
@@ -420,7 +422,7 @@ torch.library.register_autograd("flashrtc::attention_varlen", _varlen_gradients,
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                     seqused_k, return_lse, out, lse_out, stream, config):
+                     seqused_k, return_lse, out, lse_out, stream, config, deterministic):
     """flashrtc.attention_varlen under autograd or torch.compile: the operator, after the checks only Python
     makes (the operator's CUDA implementation makes the rest, as the plain path does)."""
     for name, given in (("out", out), ("lse_out", lse_out), ("stream", stream)):
@@ -441,6 +443,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     # Plain ints are range-checked here; torch.compile's symbolic ints go to the operator's schema as they are.
     bounds = [max_seqlen(x, name) if type(x) is int or isinstance(x, bool) else x
               for x, name in ((max_seqlen_q, "max_seqlen_q"), (max_seqlen_k, "max_seqlen_k"))]
+    if deterministic is None:
+        deterministic = _are_deterministic()
     o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, v, cu_seqlens_q, cu_seqlens_k, bounds[0], bounds[1],
-                                                         scale, causal, seqused_k, tile)
+                                                         scale, causal, seqused_k, tile, deterministic)
     return (o, lse) if return_lse else o

@@ -127,9 +127,9 @@ def launch_varlen(call: VarlenCall) -> None:
 
 
 def varlen_for_operator(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                        seqused_k, tile):
+                        seqused_k, tile, deterministic):
     """(o, lse) for the operator's CUDA implementation (the lse always: its schema returns it); tile: [] or
-    (block_m, block_n, warps, stages)."""
+    (block_m, block_n, warps, stages); deterministic is the backward's."""
     call = prepare_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           softmax_scale=softmax_scale, causal=causal, seqused_k=seqused_k, return_lse=True,
                           config=tuple(tile) if tile else None)
@@ -138,9 +138,9 @@ def varlen_for_operator(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_s
 
 
 def varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                    causal, seqused_k):
+                    causal, seqused_k, deterministic):
     """(dq, dk, dv) of the varlen forward (torch tensors, as the backward operator's CUDA implementation gets
-    them): one flashrtc_attention_varlen_backward call on the current stream, deterministic. The gradients are
+    them): one flashrtc_attention_varlen_backward call on the current stream. The gradients are
     allocated zeroed: the library writes the rows of the sequences only, and a row outside every sequence
     (past cu_seqlens[B]) had no effect on the output."""
     import torch
@@ -181,6 +181,7 @@ def varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqle
     if scale is not None:
         p.softmax_scale, p.has_softmax_scale = scale, 1
     p.mask = causal_mask(causal)
+    p.deterministic = int(bool(deterministic))
     p.stream = handle or None
     launch_on_device(library, library.varlen_backward, p, qv.device)
     return tuple(grads)

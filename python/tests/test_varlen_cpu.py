@@ -73,19 +73,19 @@ class StructLayout(unittest.TestCase):
 
     def test_varlen_backward_params(self):
         P = _library.VarlenBackwardParams
-        self.assertEqual(ctypes.sizeof(P), 464)
+        self.assertEqual(ctypes.sizeof(P), 472)
         offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "total_k": 24, "max_seqlen_k": 40, "head_dim": 64,
                    "q": 72, "o": 192, "d_o": 232, "lse": 272, "d_q": 280, "d_v": 360, "cu_seqlens_q": 400,
                    "seqused_k": 416, "softmax_scale": 424, "has_softmax_scale": 428, "mask": 432, "block_m": 436,
-                   "stages": 448, "stream": 456}
+                   "stages": 448, "stream": 456, "deterministic": 464}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
 
     @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
     def test_the_library_fills_the_backward_defaults(self):
         p = _library.load().new_optional_params(_library.VarlenBackwardParams, "flashrtc_attention_varlen_backward")
-        self.assertEqual(p.struct_size, 464)
+        self.assertEqual(p.struct_size, 472)
         self.assertEqual((p.q.stride_dim, p.d_o.stride_dim, p.d_q.stride_dim, p.d_v.stride_dim), (1, 1, 1, 1))
-        self.assertEqual((p.mask, p.has_softmax_scale, p.block_m, p.stages), (0, 0, 0, 0))
+        self.assertEqual((p.mask, p.has_softmax_scale, p.block_m, p.stages, p.deterministic), (0, 0, 0, 0, 0))
         self.assertEqual((p.lse, p.cu_seqlens_q, p.seqused_k, p.stream), (None, None, None, None))
 
     @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
@@ -282,31 +282,33 @@ class Operator(unittest.TestCase):
             q = torch.empty((37, 8, 128), dtype=torch.bfloat16, device="cuda")
             k = torch.empty((51, 2, 128), dtype=torch.bfloat16, device="cuda")
             cu = torch.empty((5,), dtype=torch.int32, device="cuda")
-            o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, k, cu, cu, 16, 20, None, True, None, [])
+            o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, k, cu, cu, 16, 20, None, True, None, [],
+                                                                 False)
             self.assertEqual((tuple(o.shape), o.dtype, o.is_contiguous()), ((37, 8, 128), torch.bfloat16, True))
             self.assertEqual((tuple(lse.shape), lse.dtype, lse.is_contiguous()), ((8, 37), torch.float32, True))
             used = torch.empty((4,), dtype=torch.int32, device="cuda")
             o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, k, cu, cu, 16, 20, 0.5, False, used,
-                                                                 [64, 64, 4, 1])
+                                                                 [64, 64, 4, 1], True)
             self.assertEqual((tuple(o.shape), tuple(lse.shape)), ((37, 8, 128), (8, 37)))
             dq, dk, dv = torch.ops.flashrtc.attention_varlen_backward.default(o, q, k, k, o, lse, cu, cu, 16, 20,
-                                                                              None, True, None)
+                                                                              None, True, None, False)
             self.assertEqual((tuple(dq.shape), tuple(dk.shape), tuple(dv.shape)),
                              ((37, 8, 128), (51, 2, 128), (51, 2, 128)))
             with self.assertRaises(flashrtc.InvalidArgumentError):
                 torch.ops.flashrtc.attention_varlen.default(q.view(1, 37, 8, 128), k, k, cu, cu, 16, 20, None,
-                                                            False, None, [])
+                                                            False, None, [], False)
 
     def test_backward_runs_only_when_asked(self):
         # CPU stand-ins for the CUDA kernels: the forward gives zeros, the backward records what the autograd
         # formula hands it and returns marked gradients.
-        def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k, tile):
+        def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k, tile, deterministic):
             return torch.zeros_like(q), torch.zeros((q.shape[1], q.shape[0]), dtype=torch.float32)
 
         calls = []
 
-        def backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k):
-            calls.append((dout.clone(), lse.shape, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k))
+        def backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k, deterministic):
+            calls.append((dout.clone(), lse.shape, cu_q, cu_k, max_q, max_k, scale, causal, seqused_k,
+                          deterministic))
             return torch.full_like(q, 1.0), torch.full_like(k, 2.0), torch.full_like(v, 3.0)
 
         library = torch.library.Library("flashrtc", "IMPL")
@@ -317,7 +319,7 @@ class Operator(unittest.TestCase):
         v = torch.randn((9, 1, 64), requires_grad=True)
         cu_q, cu_k = torch.tensor([0, 2, 6], dtype=torch.int32), torch.tensor([0, 4, 9], dtype=torch.int32)
         used = torch.tensor([3, 5], dtype=torch.int32)
-        o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, v, cu_q, cu_k, 4, 5, 0.5, True, used, [])
+        o, lse = torch.ops.flashrtc.attention_varlen.default(q, k, v, cu_q, cu_k, 4, 5, 0.5, True, used, [], True)
         self.assertTrue(o.requires_grad)  # recorded: the forward runs under autograd
         self.assertFalse(lse.requires_grad)
         (q * 2).sum().backward()  # a gradient that does not flow through the call runs no varlen backward
@@ -326,7 +328,8 @@ class Operator(unittest.TestCase):
         q.grad = None
         (o * 3).sum().backward()
         self.assertEqual(len(calls), 1)
-        dout, lse_shape, got_cu_q, got_cu_k, max_q, max_k, scale, causal, got_used = calls[0]
+        dout, lse_shape, got_cu_q, got_cu_k, max_q, max_k, scale, causal, got_used, deterministic = calls[0]
+        self.assertIs(deterministic, True)  # the forward's, handed to the backward
         self.assertTrue(torch.equal(dout, torch.full_like(q, 3.0)))
         self.assertEqual((lse_shape, max_q, max_k, scale, causal), ((2, 6), 4, 5, 0.5, True))
         self.assertTrue(torch.equal(got_cu_q, cu_q) and torch.equal(got_cu_k, cu_k) and torch.equal(got_used, used))

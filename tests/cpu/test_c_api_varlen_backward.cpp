@@ -64,8 +64,8 @@ flashrtc_status past_validation() {
 // The Python binding declares C structs with ctypes: a change of this layout must change it too.
 TEST_CASE("C API: flashrtc_varlen_backward_params layout, in the documented field order") {
   using P = flashrtc_varlen_backward_params;
-  CHECK(sizeof(P) == FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE);
-  CHECK(sizeof(P) == 464);
+  CHECK(FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE == 464);
+  CHECK(sizeof(P) == 472);
   CHECK(offsetof(P, struct_size) == 0);
   CHECK(offsetof(P, dtype) == 4);
   CHECK(offsetof(P, batch) == 8);
@@ -96,6 +96,7 @@ TEST_CASE("C API: flashrtc_varlen_backward_params layout, in the documented fiel
   CHECK(offsetof(P, warps) == 444);
   CHECK(offsetof(P, stages) == 448);
   CHECK(offsetof(P, stream) == 456);
+  CHECK(offsetof(P, deterministic) == 464);  // the first field past the first layout
 }
 
 TEST_CASE("C API: flashrtc_varlen_backward_params_init fills defaults and the size") {
@@ -148,7 +149,7 @@ TEST_CASE("C API: flashrtc_varlen_backward_params' struct_size: out of range, ne
   CHECK(flashrtc_attention_varlen_backward(&newer.known) == past_validation());
   newer.later_field = 1;
   CHECK(flashrtc_attention_varlen_backward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
-  CHECK(contains(flashrtc_last_error(), "byte 464 is set"));
+  CHECK(contains(flashrtc_last_error(), "byte 472 is set"));
 }
 
 TEST_CASE("C API: flashrtc_attention_varlen_backward refuses invalid calls, saying why") {
@@ -192,6 +193,10 @@ TEST_CASE("C API: flashrtc_attention_varlen_backward refuses invalid calls, sayi
        [](flashrtc_varlen_backward_params& p) { p.block_m = 64; },
        FLASHRTC_ERROR_INVALID_ARGUMENT,
        {"block_m"}},
+      {"deterministic 2",
+       [](flashrtc_varlen_backward_params& p) { p.deterministic = 2; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"deterministic"}},
       {"dtype 7",
        [](flashrtc_varlen_backward_params& p) { p.dtype = 7; },
        FLASHRTC_ERROR_INVALID_ARGUMENT,

@@ -331,8 +331,10 @@ TEST_CASE("the Hopper varlen backward families: the dense Hopper pair's kernels,
     const char* dense;
     const char* varlen;
     Operation op;
-  } pairs[] = {{"bwd-wgmma", "varlen-bwd-wgmma", Operation::kBackwardVarlen},
-               {"bwd-dq-wgmma", "varlen-bwd-dq-wgmma", Operation::kBackwardDqVarlen}};
+    const char* portable;  // the family it ranks above, if any
+  } pairs[] = {{"bwd-wgmma", "varlen-bwd-wgmma", Operation::kBackwardVarlen, "varlen-bwd-mma"},
+               {"bwd-dq-wgmma", "varlen-bwd-dq-wgmma", Operation::kBackwardDqVarlen, "varlen-bwd-dq-mma"},
+               {"bwd-wgmma-fused", "varlen-bwd-wgmma-fused", Operation::kBackwardFusedVarlen, nullptr}};
   for (const auto& pair : pairs) {
     INFO(pair.varlen);
     const KernelFamily& dense = *find_kernel_family(pair.dense);
@@ -343,9 +345,7 @@ TEST_CASE("the Hopper varlen backward families: the dense Hopper pair's kernels,
     CHECK(varlen->header == dense.header);
     CHECK(varlen->kernel_template == dense.kernel_template);
     CHECK(varlen->takes(TemplateArg::kVarlen));
-    CHECK(varlen->priority >
-          find_kernel_family(pair.op == Operation::kBackwardVarlen ? "varlen-bwd-mma" : "varlen-bwd-dq-mma")
-              ->priority);
+    if (pair.portable) CHECK(varlen->priority > find_kernel_family(pair.portable)->priority);
     for (MaskKind mask : kMaskKinds)
       for (int d : {64, 96, 128})
         for (std::int64_t keys : {0, 512, 4096})
@@ -354,7 +354,7 @@ TEST_CASE("the Hopper varlen backward families: the dense Hopper pair's kernels,
   }
 }
 
-TEST_CASE("the Hopper varlen backward pair compiles for sm_90a without spills or serialized wgmma") {
+TEST_CASE("the Hopper varlen backward kernels compile for sm_90a without spills or serialized wgmma") {
   // A sample of the defaults: each head dim the pair serves under one mask each.
   RuntimeConfig config = runtime_config();
   config.disk_cache = false;  // compiled by this build's NVRTC, not read from an older entry
@@ -365,7 +365,8 @@ TEST_CASE("the Hopper varlen backward pair compiles for sm_90a without spills or
     int head_dim;
     MaskKind mask;
   } samples[] = {{64, MaskKind::kCausalBottomRight}, {96, MaskKind::kNone}, {128, MaskKind::kCausalTopLeft}};
-  for (const char* name : {"varlen-bwd-wgmma", "varlen-bwd-dq-wgmma"})
+  for (const char* name :
+       {"varlen-bwd-wgmma", "varlen-bwd-dq-wgmma", "varlen-bwd-wgmma-fused", "varlen-bwd-dq-convert"})
     for (const auto& sample : samples) {
       const KernelFamily& family = *find_kernel_family(name);
       const KernelSpec spec{
@@ -382,4 +383,89 @@ TEST_CASE("the Hopper varlen backward pair compiles for sm_90a without spills or
       INFO(r.wgmma_serialized_reason);
       CHECK_FALSE(r.wgmma_serialized);  // the clearing and the selects keep the products pipelined
     }
+}
+
+TEST_CASE(
+    "a varlen backward takes the fused pair exactly where the dense backward of its longest keys would") {
+  const auto varlen_of = [](Operation op) {
+    switch (op) {
+      case Operation::kBackward:
+        return Operation::kBackwardVarlen;
+      case Operation::kBackwardDq:
+        return Operation::kBackwardDqVarlen;
+      case Operation::kBackwardFused:
+        return Operation::kBackwardFusedVarlen;
+      case Operation::kBackwardDqConvert:
+        return Operation::kBackwardDqConvertVarlen;
+      default:
+        return op;
+    }
+  };
+  int fused = 0;
+  for (bool deterministic : {false, true})
+    for (MaskKind mask : kMaskKinds)
+      for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+        for (std::int64_t d : {64, 128, 256})
+          for (std::int64_t keys : {1, 2047, 2048, 4096})
+            for (const char* arch : {"sm_80", "sm_90a"}) {
+              INFO(deterministic << " " << to_string(mask) << " " << to_string(dtype) << " d=" << d
+                                 << " keys=" << keys << " " << arch);
+              VarlenBackwardParams p = valid_params(dtype, d);
+              p.mask = mask;
+              p.deterministic = deterministic;
+              p.total_k = p.max_seqlen_k = keys;
+              BackwardParams dense;
+              dense.dtype = dtype;
+              dense.head_dim = d;
+              dense.mask = mask;
+              dense.seqlen_q = p.max_seqlen_q;
+              dense.seqlen_kv = keys;
+              dense.deterministic = deterministic;
+              const std::array<Operation, 3> expected = backward_operations(dense, arch);
+              // The dense fused kernel at d = 256 (bwd-wgmma-split) has no varlen variant: the pair runs.
+              const bool split = d == 256 && expected[1] == Operation::kBackwardFused;
+              const std::array<Operation, 3> ops = varlen_backward_operations(p, arch);
+              if (split) {
+                CHECK(ops[1] == Operation::kBackwardVarlen);
+                continue;
+              }
+              CHECK(ops[0] == Operation::kBackwardPrep);
+              CHECK(ops[1] == varlen_of(expected[1]));
+              CHECK(ops[2] == varlen_of(expected[2]));
+              fused += ops[1] == Operation::kBackwardFusedVarlen;
+              // Every kernel resolves on its arch, the explicit tile going to the main kernel.
+              DeviceTarget target = no_device_target();
+              target.arch = arch;
+              for (Operation op : ops) CHECK(resolve_config(config_query(p, op), target).family != nullptr);
+              CHECK(config_query(p, ops[1]).explicit_config == p.config);
+              if (ops[2] == Operation::kBackwardDqConvertVarlen)
+                CHECK_FALSE(config_query(p, ops[2]).explicit_config.has_value());
+            }
+  CHECK(fused > 0);  // the rule picked the fused pair somewhere
+}
+
+TEST_CASE("the varlen dQ conversion's grid covers max_seqlen_q in slices of 64 per (sequence, query head)") {
+  VarlenBackwardParams p = valid_params(DType::kBFloat16, 128);
+  p.max_seqlen_q = 65;
+  BackwardParams dense;  // the fields the kernel parameters read
+  dense.heads_q = p.heads_q;
+  dense.heads_kv = p.heads_kv;
+  dense.head_dim = p.head_dim;
+  detail::VarlenBackwardLaunch call;
+  call.params = &p;
+  call.dense.params = &dense;
+  call.dense.dq_tile_rows = 64;
+  CallPlan plan;
+  plan.family = find_kernel_family("varlen-bwd-dq-convert");
+  REQUIRE(plan.family != nullptr);
+  plan.spec.tile = TileConfig{16, 1, 4, 1};
+  plan.threads = 128;
+  LaunchShape shape;
+  KernelArgs args;
+  plan.family->build_launch(plan, &call, shape, args);
+  CHECK(shape.grid[0] == static_cast<unsigned>(2 * p.batch * p.heads_q));
+  // A workspace of no tiles (the deterministic pair's) is not converted.
+  call.dense.dq_tile_rows = 0;
+  CHECK(test::expect_error([&] { plan.family->build_launch(plan, &call, shape, args); }).code() ==
+        ErrorCode::kInternal);
 }

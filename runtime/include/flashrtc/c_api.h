@@ -232,6 +232,8 @@ typedef struct flashrtc_varlen_backward_params {
   int32_t mask;
   int32_t block_m, block_n, warps, stages;
   void* stream;
+  /* Added after the first layout (464 bytes): */
+  int32_t deterministic; /* 0 (default): the fused kernel where it serves the call; 1: as flashrtc_backward_params */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_varlen_backward_params;
 

@@ -49,9 +49,12 @@ enum class Operation : int {
   kForwardVarlen = 10,     ///< the forward over packed sequences of their own lengths (varlen_params.hpp)
   kBackwardVarlen = 11,    ///< the varlen backward's main kernel (dK, dV); its pre-pass is kBackwardPrep's
   kBackwardDqVarlen = 12,  ///< the varlen backward's dQ pass
+  kBackwardFusedVarlen = 13,      ///< the varlen backward's fused main kernel (dK, dV, dQ into the workspace)
+  kBackwardDqConvertVarlen = 14,  ///< the conversion of its workspace into the packed d_q
 };
 /// "forward", "backward", "backward-prep", "backward-dq", "backward-dq-convert", "decode", "decode-combine",
-/// "kv-append", "merge-states", "backward-fused", "forward-varlen", "backward-varlen", "backward-dq-varlen".
+/// "kv-append", "merge-states", "backward-fused", "forward-varlen", "backward-varlen", "backward-dq-varlen",
+/// "backward-fused-varlen", "backward-dq-convert-varlen".
 FLASHRTC_API const char* to_string(Operation op);
 
 /// Properties of one call's tensors that some families need (a bit set, part of the call's query): a family

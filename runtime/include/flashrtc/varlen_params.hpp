@@ -84,6 +84,10 @@ struct VarlenBackwardParams {
   void* stream = nullptr;               ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;     ///< explicit tile for the main kernel (dK, dV); else tuned or default
   std::optional<TileConfig> dq_config;  ///< explicit tile for the dQ pass; else tuned or default
+  /// As BackwardParams::deterministic, with max_seqlen_k for the key length: true, the main kernel and the
+  /// atomic-free dQ pass; false, where the fused family serves the call, dQ added into an fp32 workspace in
+  /// no fixed order (last bits may differ from run to run). varlen_backward_operations says which run.
+  bool deterministic = false;
 };
 
 }  // namespace flashrtc

@@ -163,18 +163,36 @@ void build_backward_rows_launch(const CallPlan& plan, const void* op_params, Lau
   args.push(kernel_params(call, blocks));
 }
 
+namespace {
+
+void check_dq_tiles(int dq_tile_rows) {
+  if (dq_tile_rows <= 0 || dq_tile_rows % kDqSliceRows != 0)
+    throw Error(ErrorCode::kInternal, "dQ workspace tiles of " + std::to_string(dq_tile_rows) +
+                                          " queries: the conversion reads slices of " +
+                                          std::to_string(kDqSliceRows));
+}
+
+}  // namespace
+
 void build_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                       KernelArgs& args) {
   const BackwardLaunch& call = *static_cast<const BackwardLaunch*>(op_params);
   if (call.dq_tile_rows == 0) return build_backward_rows_launch(plan, op_params, shape, args);
-  if (call.dq_tile_rows % kDqSliceRows != 0)
-    throw Error(ErrorCode::kInternal, "dQ workspace tiles of " + std::to_string(call.dq_tile_rows) +
-                                          " queries: the conversion reads slices of " +
-                                          std::to_string(kDqSliceRows));
+  check_dq_tiles(call.dq_tile_rows);
   const BackwardParams& p = *call.params;
   const std::int64_t slices = (p.seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
   set_grid(shape, plan, slices, p.batch * p.heads_q, "batch * heads_q * ceil(seqlen_q / 64)");
   args.push(kernel_params(call, slices));
+}
+
+void build_varlen_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                             KernelArgs& args) {
+  const VarlenBackwardLaunch& call = *static_cast<const VarlenBackwardLaunch*>(op_params);
+  check_dq_tiles(call.dense.dq_tile_rows);
+  const VarlenBackwardParams& p = *call.params;
+  const std::int64_t slices = (p.max_seqlen_q + kDqSliceRows - 1) / kDqSliceRows;
+  set_grid(shape, plan, slices, p.batch * p.heads_q, "batch * heads_q * ceil(max_seqlen_q / 64)");
+  args.push(varlen_kernel_params(call, slices));
 }
 
 }  // namespace flashrtc::detail

@@ -36,8 +36,9 @@ void build_varlen_backward_key_blocks_launch(const CallPlan& plan, const void* o
                                              KernelArgs& args);
 void build_varlen_backward_query_blocks_launch(const CallPlan& plan, const void* op_params,
                                                LaunchShape& shape, KernelArgs& args);
-// For the Hopper kernels, which take the TMA maps of q, k, v and d_o after the params (attention_tensor_map.hpp):
-// pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or kv_rows rows (k, v).
+// For the Hopper kernels, which take the TMA maps of q, k, v and d_o after the params
+// (attention_tensor_map.hpp): pushes them, boxes of one panel_bytes swizzle panel by q_rows rows (q, d_o) or
+// kv_rows rows (k, v).
 void push_backward_tensor_maps(const void* op_params, KernelArgs& args, int panel_bytes, int q_rows,
                                int kv_rows);
 // Their varlen variant over a VarlenBackwardLaunch: maps over the packed tensors as one batch of total rows
@@ -51,5 +52,9 @@ void build_backward_rows_launch(const CallPlan& plan, const void* op_params, Lau
 // (batch, query head); over a row-major one, the row passes' grid.
 void build_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
                                       KernelArgs& args);
+// Its varlen variant over a VarlenBackwardLaunch with a tiled workspace: one thread block per 64-query slice
+// of max_seqlen_q of each (sequence, query head).
+void build_varlen_backward_dq_convert_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
+                                             KernelArgs& args);
 
 }  // namespace flashrtc::detail

@@ -1,5 +1,6 @@
-// The backward's row passes, every element type: the pre-pass D = rowsum(dO * O) and the conversion of the fp32
-// dQ workspace into d_q: kernel_sources/flashrtc/backward_rows.cuh.
+// The backward's row passes, every element type: the pre-pass D = rowsum(dO * O) and the conversion of the
+// fp32 dQ workspace into d_q (varlen-bwd-dq-convert: a packed call's):
+// kernel_sources/flashrtc/backward_rows.cuh.
 #include "families/backward_launch.hpp"
 #include "families/builtin_families.hpp"
 #include "families/shape_rules.hpp"
@@ -34,9 +35,20 @@ KernelFamily describe(std::string name, Operation operation, std::string kernel_
 
 }  // namespace
 
+const KernelFamily& backward_varlen_dq_convert_family() {
+  static const KernelFamily family = [] {
+    KernelFamily f =
+        describe("varlen-bwd-dq-convert", Operation::kBackwardDqConvertVarlen,
+                 "flashrtc::attention_backward_dq_convert", build_varlen_backward_dq_convert_launch);
+    f.template_args.push_back(TemplateArg::kVarlen);
+    return f;
+  }();
+  return family;
+}
+
 const KernelFamily& backward_prep_family() {
-  static const KernelFamily family =
-      describe("bwd-prep", Operation::kBackwardPrep, "flashrtc::attention_backward_prep", build_backward_rows_launch);
+  static const KernelFamily family = describe(
+      "bwd-prep", Operation::kBackwardPrep, "flashrtc::attention_backward_prep", build_backward_rows_launch);
   return family;
 }
 

@@ -3,8 +3,9 @@
 // on sm_90a; calls it cannot take (head dims other than 64, 96 and 128, strides no TMA map describes) fall
 // back to that family. bwd-wgmma-fused also adds dQ into the fp32 workspace (Operation::kBackwardFused), and
 // so does bwd-wgmma-split at head dim 256 (kernel_sources/flashrtc/attention_backward_wgmma_split.cuh).
-// varlen-bwd-wgmma (Operation::kBackwardVarlen) is bwd-wgmma's kernel over the sequences of a packed call,
-// with the same tiles, above varlen-bwd-mma.
+// varlen-bwd-wgmma (Operation::kBackwardVarlen) and varlen-bwd-wgmma-fused (kBackwardFusedVarlen) are
+// bwd-wgmma's and bwd-wgmma-fused's kernels over the sequences of a packed call, with the same tiles.
+
 #include <string>
 #include <utility>
 
@@ -37,12 +38,24 @@ void build_launch(const CallPlan& plan, const void* op_params, LaunchShape& laun
                             plan.spec.tile.block_n);
 }
 
-// The varlen kernel: one block per (sequence, kv head, block_n keys of max_seqlen_k), maps over the packed
+// The varlen kernels: one block per (sequence, kv head, block_n keys of max_seqlen_k), maps over the packed
 // tensors as one batch of total rows.
+template <auto shape_of>
 void build_varlen_launch(const CallPlan& plan, const void* op_params, LaunchShape& launch, KernelArgs& args) {
   build_varlen_backward_key_blocks_launch(plan, op_params, launch, args);
-  push_varlen_backward_tensor_maps(op_params, args, shape<false>(plan.spec).panel_bytes(),
-                                   plan.spec.tile.block_m, plan.spec.tile.block_n);
+  push_varlen_backward_tensor_maps(op_params, args, shape_of(plan.spec).panel_bytes(), plan.spec.tile.block_m,
+                                   plan.spec.tile.block_n);
+}
+
+// A dense family's kernel over the sequences of a packed call (a sequence is a dense problem of its own
+// lengths: the same tiles and defaults).
+template <bool kFused>
+KernelFamily varlen_of(KernelFamily f, std::string name, Operation operation) {
+  f.name = std::move(name);
+  f.operation = operation;
+  f.template_args.push_back(TemplateArg::kVarlen);
+  f.build_launch = build_varlen_launch<shape<kFused>>;
+  return f;
 }
 
 // What both kernels of the header share: the Hopper rules, the template arguments, the launch.
@@ -61,7 +74,8 @@ KernelFamily describe_common(std::string name, Operation operation, std::string 
 }
 
 KernelFamily describe() {
-  KernelFamily f = describe_common<false>("bwd-wgmma", Operation::kBackward, "flashrtc::attention_backward_wgmma");
+  KernelFamily f =
+      describe_common<false>("bwd-wgmma", Operation::kBackward, "flashrtc::attention_backward_wgmma");
   f.tile_axes = {{32, 48, 64, 80, 96, 112, 128}, {128, 192}, {12, 16}, {2, 3}};
   // Two consumer warp groups of 64 keys; the widest query block whose S^T and dP^T fit beside dK and dV in
   // 232 registers without spills (ptxas for sm_90a), as `tune --op bwd --space full` on an H200 ranked them
@@ -102,7 +116,9 @@ KernelFamily describe_split() {
   f.build_launch = build_launch<split_shape>;
   f.tile_axes = {{64}, {64}, {12}, {1, 2}};
   f.defaults = {
-      {256, {{{64, 64, 12, 2}}}, "the one tile whose K, V, Q, dO and dQ's chunks fit shared memory, Q double-buffered"},
+      {256,
+       {{{64, 64, 12, 2}}},
+       "the one tile whose K, V, Q, dO and dQ's chunks fit shared memory, Q double-buffered"},
   };
   return f;
 }
@@ -115,16 +131,14 @@ const KernelFamily& backward_wgmma_family() {
 }
 
 const KernelFamily& backward_varlen_wgmma_family() {
-  static const KernelFamily family = [] {
-    // The dense kernel's body per sequence, with its tiles and defaults (a sequence is a dense problem of its
-    // own lengths).
-    KernelFamily f = describe();
-    f.name = "varlen-bwd-wgmma";
-    f.operation = Operation::kBackwardVarlen;
-    f.template_args.push_back(TemplateArg::kVarlen);
-    f.build_launch = build_varlen_launch;
-    return f;
-  }();
+  static const KernelFamily family =
+      varlen_of<false>(describe(), "varlen-bwd-wgmma", Operation::kBackwardVarlen);
+  return family;
+}
+
+const KernelFamily& backward_varlen_wgmma_fused_family() {
+  static const KernelFamily family =
+      varlen_of<true>(describe_fused(), "varlen-bwd-wgmma-fused", Operation::kBackwardFusedVarlen);
   return family;
 }
 

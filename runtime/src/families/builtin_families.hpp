@@ -21,6 +21,8 @@ const KernelFamily& backward_varlen_mma_family();
 const KernelFamily& backward_dq_varlen_mma_family();
 const KernelFamily& backward_varlen_wgmma_family();
 const KernelFamily& backward_dq_varlen_wgmma_family();
+const KernelFamily& backward_varlen_wgmma_fused_family();
+const KernelFamily& backward_varlen_dq_convert_family();
 const KernelFamily& backward_dq_wgmma_family();
 const KernelFamily& backward_simt_family();
 const KernelFamily& backward_dq_simt_family();
@@ -43,7 +45,8 @@ inline std::vector<const KernelFamily*> builtin_families() {
           &decode_simt_family(),         &backward_wgmma_fused_family(), &backward_wgmma_split_family(),
           &forward_varlen_mma_family(),  &forward_varlen_simt_family(), &forward_varlen_wgmma_family(),
           &backward_varlen_mma_family(), &backward_dq_varlen_mma_family(), &backward_varlen_wgmma_family(),
-          &backward_dq_varlen_wgmma_family()};
+          &backward_dq_varlen_wgmma_family(), &backward_varlen_wgmma_fused_family(),
+          &backward_varlen_dq_convert_family()};
 }
 
 }  // namespace flashrtc::detail

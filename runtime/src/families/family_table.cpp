@@ -71,6 +71,8 @@ const char* to_string(Operation op) {
     case Operation::kForwardVarlen: return "forward-varlen";
     case Operation::kBackwardVarlen: return "backward-varlen";
     case Operation::kBackwardDqVarlen: return "backward-dq-varlen";
+    case Operation::kBackwardFusedVarlen: return "backward-fused-varlen";
+    case Operation::kBackwardDqConvertVarlen: return "backward-dq-convert-varlen";
   }
   return "unknown";
 }

@@ -1,5 +1,5 @@
-// attention_backward: FlashAttention-2's backward as three kernels on the call's stream, each resolved through
-// the family table like a forward call:
+// attention_backward: FlashAttention-2's backward as three kernels on the call's stream, each resolved
+// through the family table like a forward call:
 //   bwd-prep                           D = rowsum(dO * O) (for the fused kernel, after the fp32 dQ
 //                                      workspace is zeroed on the stream);
 // then by default, where a fused family serves the call (sm_90a):
@@ -7,9 +7,10 @@
 //   bwd-dq-convert                     the workspace into d_q;
 // or for deterministic calls and elsewhere:
 //   bwd-wgmma / bwd-mma (main)         dK and dV;
-//   bwd-dq-wgmma / bwd-dq-mma          dQ in a separate atomic-free pass over query blocks (two more products).
-// The mma.sync main kernel can add dQ itself too (when given a workspace), but on an H200 that ran slower than
-// its separate pass (bf16 d=128, N=4096: 127 TFLOP/s against 168), so no operation routes there.
+//   bwd-dq-wgmma / bwd-dq-mma          dQ in a separate atomic-free pass over query blocks (two
+//                                      more products).
+// The mma.sync main kernel can add dQ itself too (when given a workspace), but on an H200 that ran slower
+// than its separate pass (bf16 d=128, N=4096: 127 TFLOP/s against 168), so no operation routes there.
 #include "flashrtc/attention_backward.hpp"
 
 #include "driver/driver_api.hpp"
@@ -18,35 +19,20 @@
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/error.hpp"
+#include "ops/backward_routing.hpp"
 #include "ops/backward_validation.hpp"
 #include "ops/call_plan.hpp"
 #include "ops/call_traits.hpp"
 
 namespace flashrtc {
 
-std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch, unsigned traits) {
-  // Cheapest checks first: deterministic calls never scan the family table.
-  const auto fused = [&] {
-    if (p.deterministic) return false;
-    // Below these key lengths the two-kernel pipeline ran as fast or faster on an H200 (bf16, d = 64 and
-    // 128: docs/measurements/backward/fused_dq.md): few query blocks per key block leave the fused kernel's
-    // dQ hand-offs little to overlap. A length not known (0) is judged long; an explicit tile decides alone.
-    // The rule holds against a Hopper main kernel; where none serves the call (d = 256: the mma.sync one), the
-    // fused kernel runs at every length.
-    const int head_dim = static_cast<int>(p.head_dim);
-    const std::int64_t min_seqlen_kv = p.mask == MaskKind::kNone ? 2048 : 4096;
-    if (!p.config && p.seqlen_kv > 0 && p.seqlen_kv < min_seqlen_kv) {
-      const std::vector<const KernelFamily*> two_kernel =
-          serving_kernel_families(Operation::kBackward, p.dtype, head_dim, arch, traits);
-      if (two_kernel.empty() || two_kernel.front()->needs_arch_specific) return false;
-    }
-    const std::vector<const KernelFamily*> families =
-        serving_kernel_families(Operation::kBackwardFused, p.dtype, head_dim, arch, traits);
-    if (families.empty()) return false;
-    // An explicit tile names the kernel: the fused one wherever its family takes the tile.
-    return !p.config || families.front()->check_config(p.dtype, head_dim, *p.config, kSmemBytesSm90).empty();
-  };
-  if (fused()) return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
+std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch,
+                                             unsigned traits) {
+  const detail::FusedBackwardQuery query{
+      p.deterministic, p.dtype,   static_cast<int>(p.head_dim), p.mask,
+      p.seqlen_kv,     &p.config, Operation::kBackward,         Operation::kBackwardFused};
+  if (detail::takes_fused_backward(query, arch, traits))
+    return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
   return {Operation::kBackwardPrep, Operation::kBackward, Operation::kBackwardDq};
 }
 

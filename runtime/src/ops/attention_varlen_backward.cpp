@@ -1,20 +1,27 @@
-// attention_varlen_backward: the dense deterministic backward's three kernels over the sequences of a packed
-// call (docs/varlen.md), each resolved through the family table from the host's length bounds:
-//   bwd-prep           D = rowsum(dO * O) over every packed row: the dense pre-pass over one batch of total_q
-//                      queries, whose [1, Hq, total_q] rows are lse's [Hq, total_q] layout;
-//   varlen-bwd-mma     dK and dV, per (sequence, kv head, key block of max_seqlen_k);
-//   varlen-bwd-dq-mma  dQ, per (sequence, query head, query block of max_seqlen_q);
-// on sm_90a for fp16 and bf16 at d = 64, 96 and 128, where TMA maps describe the tensors, varlen-bwd-wgmma
-// and varlen-bwd-dq-wgmma in their place: both Hopper families share the rules that pick them
-// (hopper_rules.hpp), so a call takes both or neither unless an explicit tile fits only one (each pass is
-// correct alone).
+// attention_varlen_backward: the dense backward's three kernels over the sequences of a packed call
+// (docs/varlen.md), each resolved through the family table from the host's length bounds:
+//   bwd-prep               D = rowsum(dO * O) over every packed row: the dense pre-pass over one batch of
+//                          total_q queries, whose [1, Hq, total_q] rows are lse's [Hq, total_q] layout;
+// then, for a call that is not deterministic where the fused family serves it (the dense rule:
+// backward_routing.hpp; sm_90a, fp16 and bf16 at d = 64, 96 and 128, where TMA maps describe the tensors):
+//   varlen-bwd-wgmma-fused dK, dV, and dQ added into the workspace, per (sequence, kv head, key block);
+//   varlen-bwd-dq-convert  each sequence's tiles of the workspace into d_q;
+// otherwise:
+//   varlen-bwd-mma         dK and dV, per (sequence, kv head, key block of max_seqlen_k);
+//   varlen-bwd-dq-mma      dQ, per (sequence, query head, query block of max_seqlen_q);
+// on sm_90a varlen-bwd-wgmma and varlen-bwd-dq-wgmma in their place: both Hopper families share the rules
+// that pick them (hopper_rules.hpp), so a call takes both or neither unless an explicit tile fits only one
+// (each pass is correct alone).
 #include <algorithm>
 
+#include "driver/driver_api.hpp"
 #include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/config_resolution.hpp"
+#include "flashrtc/dq_accum_layout.cuh"
 #include "flashrtc/error.hpp"
+#include "ops/backward_routing.hpp"
 #include "ops/call_plan.hpp"
 #include "ops/call_traits.hpp"
 #include "ops/varlen_validation.hpp"
@@ -53,19 +60,31 @@ BackwardParams dense_view(const VarlenBackwardParams& p, std::int64_t batch, std
   d.d_v = packed(p.d_v);
   d.softmax_scale = p.softmax_scale;
   d.mask = p.mask;
-  d.deterministic = true;
+  d.deterministic = p.deterministic;
   d.stream = p.stream;
   return d;
 }
 
 }  // namespace
 
+std::array<Operation, 3> varlen_backward_operations(const VarlenBackwardParams& p, std::string_view arch,
+                                                    unsigned traits) {
+  const detail::FusedBackwardQuery query{
+      p.deterministic, p.dtype,   static_cast<int>(p.head_dim), p.mask,
+      p.max_seqlen_k,  &p.config, Operation::kBackwardVarlen,   Operation::kBackwardFusedVarlen};
+  if (detail::takes_fused_backward(query, arch, traits))
+    return {Operation::kBackwardPrep, Operation::kBackwardFusedVarlen, Operation::kBackwardDqConvertVarlen};
+  return {Operation::kBackwardPrep, Operation::kBackwardVarlen, Operation::kBackwardDqVarlen};
+}
+
 ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
   const std::optional<TileConfig>* tile = nullptr;
   switch (op) {
     case Operation::kBackwardPrep:
+    case Operation::kBackwardDqConvertVarlen:
       break;
     case Operation::kBackwardVarlen:
+    case Operation::kBackwardFusedVarlen:
       tile = &p.config;
       break;
     case Operation::kBackwardDqVarlen:
@@ -74,7 +93,8 @@ ConfigQuery config_query(const VarlenBackwardParams& p, Operation op) {
     default:
       throw Error(ErrorCode::kInvalidArgument, "operation " + std::string(to_string(op)) +
                                                    ": not a kernel of the varlen backward (backward-prep, "
-                                                   "backward-varlen, backward-dq-varlen)");
+                                                   "backward-varlen, backward-dq-varlen, "
+                                                   "backward-fused-varlen, backward-dq-convert-varlen)");
   }
   // The packed tensors' strides are those of one token and one head, as a dense call's: the same traits rule.
   return {p.dtype,
@@ -98,7 +118,12 @@ void validate_varlen_backward(const VarlenBackwardParams& p) {
                                                to_string(op) + " family serves it (fp16 and bf16 do)");
     const std::optional<TileConfig>& tile = config_query(p, op).explicit_config;
     if (!tile) continue;
-    const std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
+    std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
+    // config names the main kernel: a call that is not deterministic may give the fused kernel's tile alone.
+    if (!reason.empty() && op == Operation::kBackwardVarlen && !p.deterministic &&
+        check_config_any_family(Operation::kBackwardFusedVarlen, p.dtype, head_dim, *tile, kSmemBytesSm90)
+            .empty())
+      reason.clear();
     if (!reason.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(op == Operation::kBackwardVarlen ? "config: " : "dq_config: ") + reason);
@@ -107,16 +132,33 @@ void validate_varlen_backward(const VarlenBackwardParams& p) {
 
 void attention_varlen_backward(const VarlenBackwardParams& p) {
   detail::validate_varlen_backward_arguments(p);
+  const std::string arch = current_device_target().value_or(no_device_target()).arch;
+  const std::array<Operation, 3> ops =
+      varlen_backward_operations(p, arch, detail::varlen_backward_call_traits(p));
+  const bool fused = ops[1] == Operation::kBackwardFusedVarlen;
   // Every kernel is resolved (and compiled) before anything is allocated or launched.
-  const detail::PreparedCall& prep = detail::prepare_call(config_query(p, Operation::kBackwardPrep));
-  const detail::PreparedCall& main = detail::prepare_call(config_query(p, Operation::kBackwardVarlen));
-  const detail::PreparedCall& dq = detail::prepare_call(config_query(p, Operation::kBackwardDqVarlen));
+  const detail::PreparedCall& prep = detail::prepare_call(config_query(p, ops[0]));
+  const detail::PreparedCall& main = detail::prepare_call(config_query(p, ops[1]));
+  const detail::PreparedCall& dq = detail::prepare_call(config_query(p, ops[2]));
 
   const CUstream stream = static_cast<CUstream>(p.stream);
-  // D, [Hq, total_q] like lse; freed (stream-ordered) after the kernels below.
+  // D, [Hq, total_q] like lse, and the fused kernel's workspace in its tiles of block_m queries, each
+  // sequence's run of its own (dq_accum_layout.cuh); freed (stream-ordered) after the kernels below.
   const std::size_t rows = static_cast<std::size_t>(p.heads_q * p.total_q);
-  const detail::Scratch scratch = detail::Scratch::on_stream(rows * sizeof(float), stream);
+  const std::size_t d_rows_bytes = detail::scratch_aligned(rows * sizeof(float));
+  const int dq_tile_rows = fused ? main.plan.spec.tile.block_m : 0;
+  const std::size_t dq_bytes =
+      fused
+          ? static_cast<std::size_t>(p.heads_q * varlen_dq_tiles_per_head(p.total_q, p.batch, dq_tile_rows) *
+                                     dq_tile_rows * p.head_dim) *
+                sizeof(float)
+          : 0;
+  const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
   float* const d_rows = reinterpret_cast<float*>(scratch.data());
+  float* const dq_accum = fused ? reinterpret_cast<float*>(scratch.data() + d_rows_bytes) : nullptr;
+  if (dq_accum)
+    FLASHRTC_CU_CHECK(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(dq_accum), 0, dq_bytes / sizeof(float),
+                      stream);
 
   const BackwardParams all_rows = dense_view(p, 1, p.total_q, p.total_k);
   detail::BackwardLaunch prep_launch;
@@ -129,6 +171,8 @@ void attention_varlen_backward(const VarlenBackwardParams& p) {
   launch.params = &p;
   launch.dense.params = &sequences;
   launch.dense.d_rows = d_rows;
+  launch.dense.dq_accum = dq_accum;
+  launch.dense.dq_tile_rows = dq_tile_rows;
   detail::launch_prepared(main, &launch, stream);
   detail::launch_prepared(dq, &launch, stream);
 }

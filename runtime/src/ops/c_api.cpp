@@ -37,8 +37,10 @@ static_assert(offsetof(flashrtc_merge_states_params, struct_size) == 0, "struct_
 static_assert(sizeof(flashrtc_varlen_forward_params) == FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE,
               "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
 static_assert(offsetof(flashrtc_varlen_forward_params, struct_size) == 0, "struct_size heads the struct");
-static_assert(sizeof(flashrtc_varlen_backward_params) == FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(sizeof(flashrtc_varlen_backward_params) > FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE &&
+                  offsetof(flashrtc_varlen_backward_params, deterministic) ==
+                      FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
+              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE");
 static_assert(offsetof(flashrtc_varlen_backward_params, struct_size) == 0, "struct_size heads the struct");
 
 flashrtc::Error invalid(const std::string& message) {
@@ -217,6 +219,13 @@ flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
   return params;
 }
 
+// A C boolean: 0 or 1, anything else refused.
+bool flag_from_c(std::int32_t value, const char* name) {
+  if (value != 0 && value != 1)
+    throw invalid(std::string(name) + "=" + std::to_string(value) + ": must be 0 or 1");
+  return value == 1;
+}
+
 flashrtc::BackwardParams from_c(const flashrtc_backward_params& p) {
   flashrtc::BackwardParams params;
   params.dtype = static_cast<flashrtc::DType>(p.dtype);
@@ -237,9 +246,7 @@ flashrtc::BackwardParams from_c(const flashrtc_backward_params& p) {
   params.d_v = to_ref(p.d_v);
   params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
   params.mask = static_cast<flashrtc::MaskKind>(p.mask);
-  if (p.deterministic != 0 && p.deterministic != 1)
-    throw invalid("deterministic=" + std::to_string(p.deterministic) + ": must be 0 or 1");
-  params.deterministic = p.deterministic == 1;
+  params.deterministic = flag_from_c(p.deterministic, "deterministic");
   params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
   params.stream = p.stream;
   return params;
@@ -331,6 +338,7 @@ flashrtc::VarlenBackwardParams from_c(const flashrtc_varlen_backward_params& p) 
   params.d_q = to_ref(p.d_q);
   params.d_k = to_ref(p.d_k);
   params.d_v = to_ref(p.d_v);
+  params.deterministic = flag_from_c(p.deterministic, "deterministic");
   return params;
 }
 
