@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/c_api.h"
 #include "flashrtc/config_resolution.hpp"
@@ -364,4 +365,13 @@ TEST_CASE("C API: flashrtc_attention_backward reads the struct by its size and r
   p.block_m = 64;  // a partial tile
   CHECK(flashrtc_attention_backward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
   CHECK(contains(flashrtc_last_error(), "give all four"));
+}
+
+TEST_CASE("backward variants: invalid values and d_sinks throw kInvalidArgument, valid ones kUnsupported") {
+  const auto validate = [](const BackwardParams& p) { validate_backward(p); };
+  const auto run = [](const BackwardParams& p) { attention_backward(p); };
+  test::check_variant_cases(valid_params(), validate);
+  test::check_variant_cases(valid_params(), run);
+  test::check_sink_gradient_cases(valid_params(), validate);
+  test::check_sink_gradient_cases(valid_params(), run);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/backward_params.cuh"
@@ -382,4 +383,14 @@ TEST_CASE("the Hopper varlen backward pair compiles for sm_90a without spills or
       INFO(r.wgmma_serialized_reason);
       CHECK_FALSE(r.wgmma_serialized);  // the clearing and the selects keep the products pipelined
     }
+}
+
+TEST_CASE(
+    "varlen backward variants: invalid values and d_sinks throw kInvalidArgument, valid ones kUnsupported") {
+  const auto validate = [](const VarlenBackwardParams& p) { validate_varlen_backward(p); };
+  const auto run = [](const VarlenBackwardParams& p) { attention_varlen_backward(p); };
+  test::check_variant_cases(valid_params(), validate);
+  test::check_variant_cases(valid_params(), run);
+  test::check_sink_gradient_cases(valid_params(), validate);
+  test::check_sink_gradient_cases(valid_params(), run);
 }
