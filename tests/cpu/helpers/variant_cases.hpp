@@ -15,6 +15,7 @@
 
 #include "cpu/helpers/runtime_test_util.hpp"
 #include "flashrtc/attention_variants.hpp"
+#include "flashrtc/c_api.h"
 #include "flashrtc/error.hpp"
 
 namespace flashrtc::test {
@@ -157,6 +158,62 @@ void check_sink_gradient_cases(const Params& valid, Call&& call) {
   p = valid;
   p.d_sinks = d_sinks;
   check_error(expect_error([&] { call(p); }), ErrorCode::kInvalidArgument, {"d_sinks is set without"});
+}
+
+// The C structs' variants (flashrtc_variants): the window needs has_window; every call returns the status of
+// the C++ rules with a message naming the field or variant. call returns the entry point's status.
+template <typename CParams, typename Call>
+void check_c_variant_cases(const CParams& valid, Call&& call) {
+  struct Case {
+    const char* what;
+    std::function<void(flashrtc_variants&)> set;
+    flashrtc_status status;
+    std::vector<std::string> names;
+  };
+  const std::vector<Case> cases = {
+      {"window",
+       [](flashrtc_variants& v) { v.has_window = 1, v.window_left = 128, v.window_right = -1; },
+       FLASHRTC_ERROR_UNSUPPORTED,
+       {"sliding window", "window_left=128", "window_right=-1"}},
+      {"window (0, 0)",
+       [](flashrtc_variants& v) { v.has_window = 1; },
+       FLASHRTC_ERROR_UNSUPPORTED,
+       {"window_left=0, window_right=0"}},
+      {"softcap", [](flashrtc_variants& v) { v.softcap = 30.f; }, FLASHRTC_ERROR_UNSUPPORTED, {"softcap=30"}},
+      {"ALiBi",
+       [](flashrtc_variants& v) { v.alibi_slopes = fake_floats(0xA00000); },
+       FLASHRTC_ERROR_UNSUPPORTED,
+       {"ALiBi"}},
+      {"bounds without has_window",
+       [](flashrtc_variants& v) { v.window_left = 3; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"has_window=0", "window_left=3"}},
+      {"has_window 2",
+       [](flashrtc_variants& v) { v.has_window = 2; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"variants.has_window=2"}},
+      {"window_left -2",
+       [](flashrtc_variants& v) { v.has_window = 1, v.window_left = -2; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"variants.window_left=-2"}},
+      {"softcap -1",
+       [](flashrtc_variants& v) { v.softcap = -1.f; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"variants.softcap=-1"}},
+      {"alibi_stride_batch 1",
+       [](flashrtc_variants& v) { v.alibi_slopes = fake_floats(0xA00000), v.alibi_stride_batch = 1; },
+       FLASHRTC_ERROR_INVALID_ARGUMENT,
+       {"variants.alibi_stride_batch=1"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    CParams p = valid;
+    c.set(p.variants);
+    CHECK(call(p) == c.status);
+    const std::string message = flashrtc_last_error();
+    INFO(message);
+    for (const std::string& name : c.names) CHECK(message.find(name) != std::string::npos);
+  }
 }
 
 }  // namespace flashrtc::test
