@@ -31,6 +31,7 @@ PUBLIC_HEADER_LAYERS = {
     "log_writer.hpp": "support",
     "tile.hpp": "support",
     "attention_params.hpp": "support",
+    "attention_variants.hpp": "support",
     "kvcache_params.hpp": "support",
     "varlen_params.hpp": "support",
     "bounded_read.hpp": "support",

@@ -100,6 +100,14 @@ class VarlenForwardParams(ctypes.Structure):
                 ("stream", ctypes.c_void_p)]
 
 
+class Variants(ctypes.Structure):
+    """flashrtc_variants (attention variants; all zero: none). The binding sets none yet."""
+    _fields_ = [("has_window", ctypes.c_int32), ("softcap", ctypes.c_float),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("alibi_slopes", ctypes.c_void_p), ("alibi_stride_batch", ctypes.c_int64),
+                ("sinks", ctypes.c_void_p)]
+
+
 class VarlenBackwardParams(ctypes.Structure):
     """flashrtc_varlen_backward_params (the gradients of the packed forward), grown like ForwardParams."""
     _fields_ = [("struct_size", ctypes.c_uint32), ("dtype", ctypes.c_int32),
@@ -115,6 +123,7 @@ class VarlenBackwardParams(ctypes.Structure):
                 ("block_m", ctypes.c_int32), ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("stages", ctypes.c_int32),
                 ("stream", ctypes.c_void_p),
+                ("variants", Variants), ("d_sinks", ctypes.c_void_p),
                 ("deterministic", ctypes.c_int32)]
 
 

@@ -73,17 +73,17 @@ class StructLayout(unittest.TestCase):
 
     def test_varlen_backward_params(self):
         P = _library.VarlenBackwardParams
-        self.assertEqual(ctypes.sizeof(P), 472)
+        self.assertEqual(ctypes.sizeof(P), 528)
         offsets = {"struct_size": 0, "dtype": 4, "batch": 8, "total_k": 24, "max_seqlen_k": 40, "head_dim": 64,
                    "q": 72, "o": 192, "d_o": 232, "lse": 272, "d_q": 280, "d_v": 360, "cu_seqlens_q": 400,
                    "seqused_k": 416, "softmax_scale": 424, "has_softmax_scale": 428, "mask": 432, "block_m": 436,
-                   "stages": 448, "stream": 456, "deterministic": 464}
+                   "stages": 448, "stream": 456, "variants": 464, "d_sinks": 512, "deterministic": 520}
         self.assertEqual({name: getattr(P, name).offset for name in offsets}, offsets)
 
     @unittest.skipUnless(LIBRARY, "FLASHRTC_LIBRARY not set")
     def test_the_library_fills_the_backward_defaults(self):
         p = _library.load().new_optional_params(_library.VarlenBackwardParams, "flashrtc_attention_varlen_backward")
-        self.assertEqual(p.struct_size, 472)
+        self.assertEqual(p.struct_size, 528)
         self.assertEqual((p.q.stride_dim, p.d_o.stride_dim, p.d_q.stride_dim, p.d_v.stride_dim), (1, 1, 1, 1))
         self.assertEqual((p.mask, p.has_softmax_scale, p.block_m, p.stages, p.deterministic), (0, 0, 0, 0, 0))
         self.assertEqual((p.lse, p.cu_seqlens_q, p.seqused_k, p.stream), (None, None, None, None))

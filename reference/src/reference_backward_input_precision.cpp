@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "head_matrices.hpp"
+#include "variants.hpp"
 
 namespace flashrtc::reference {
 
@@ -16,7 +17,7 @@ void backward_group_input_precision(const Problem& p, DType dtype, std::int64_t 
                                     const HostTensor<const double>& v, const HostTensor<const double>& o,
                                     const double* lse, const HostTensor<const double>& dout,
                                     const HostTensor<double>& dq, const HostTensor<double>& dk,
-                                    const HostTensor<double>& dv) {
+                                    const HostTensor<double>& dv, double* d_sinks) {
   detail::check_problem(p);
   if (b < 0 || b >= p.batch || hk < 0 || hk >= p.heads_kv)
     throw std::invalid_argument("reference: (batch, kv head) out of range");
@@ -27,8 +28,10 @@ void backward_group_input_precision(const Problem& p, DType dtype, std::int64_t 
   const auto at = [](const HostTensor<const double>& t, std::int64_t bb, std::int64_t n, std::int64_t h,
                      std::int64_t e) { return static_cast<float>(t.at(bb, n, h, e)); };
   const auto round = [dtype](float x) { return static_cast<float>(round_to(dtype, x)); };
+  const bool sinks = !p.sinks.empty() && d_sinks;
   std::vector<float> dk_acc(nk * d, 0.f), dv_acc(nk * d, 0.f), probs(nk), ds(nk);
-  for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h)
+  for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    float d_sink = 0.f;
     for (std::int64_t i = 0; i < nq; ++i) {
       const float row_lse =
           static_cast<float>(lse[detail::lse_index(p, b, h, i)]);  // fp32, as the kernel reads it
@@ -40,10 +43,13 @@ void backward_group_input_precision(const Problem& p, DType dtype, std::int64_t 
           s += at(q, b, i, h, e) * at(k, b, j, hk, e);
           dp += at(dout, b, i, h, e) * at(v, b, j, hk, e);
         }
-        const bool visible = mask_allows(p.mask, i, j, nq, nk) && std::isfinite(row_lse);
-        probs[j] = visible ? std::exp(s * scale - row_lse) : 0.f;
-        ds[j] = probs[j] * (dp - delta);
+        const bool visible = detail::visible(p, i, j) && std::isfinite(row_lse);
+        const float raw = s * scale;
+        probs[j] = visible ? std::exp(detail::score(p, b, h, i, j, raw) - row_lse) : 0.f;
+        ds[j] = probs[j] * (dp - delta) * detail::score_derivative(p, raw);
       }
+      if (sinks && std::isfinite(row_lse))
+        d_sink -= std::exp(static_cast<float>(p.sinks[static_cast<std::size_t>(h)]) - row_lse) * delta;
       for (std::int64_t e = 0; e < d; ++e) {
         float acc = 0.f;
         for (std::int64_t j = 0; j < nk; ++j) acc += round(ds[j]) * at(k, b, j, hk, e);
@@ -55,6 +61,8 @@ void backward_group_input_precision(const Problem& p, DType dtype, std::int64_t 
           dk_acc[j * d + e] += round(ds[j]) * at(q, b, i, h, e);
         }
     }
+    if (sinks) d_sinks[h] += d_sink;
+  }
   for (std::int64_t j = 0; j < nk; ++j)
     for (std::int64_t e = 0; e < d; ++e) {
       dk.at(b, j, hk, e) = round_to(dtype, dk_acc[j * d + e] * scale);
@@ -66,15 +74,26 @@ void backward_input_precision(const Problem& p, DType dtype, const HostTensor<co
                               const HostTensor<const double>& k, const HostTensor<const double>& v,
                               const HostTensor<const double>& o, const double* lse,
                               const HostTensor<const double>& dout, const HostTensor<double>& dq,
-                              const HostTensor<double>& dk, const HostTensor<double>& dv) {
+                              const HostTensor<double>& dk, const HostTensor<double>& dv, double* d_sinks) {
   detail::check_problem(p);
+  // Each batch adds its sinks' gradient into its own row, summed in batch order after: the groups of
+  // different batches share heads.
+  const bool sinks = !p.sinks.empty() && d_sinks;
+  std::vector<double> d_sinks_rows(sinks ? static_cast<std::size_t>(p.batch * p.heads_q) : 0, 0.0);
   std::vector<std::future<void>> work;
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t hk = 0; hk < p.heads_kv; ++hk)
       work.push_back(std::async(std::launch::async, [&, b, hk] {
-        backward_group_input_precision(p, dtype, b, hk, q, k, v, o, lse, dout, dq, dk, dv);
+        backward_group_input_precision(p, dtype, b, hk, q, k, v, o, lse, dout, dq, dk, dv,
+                                       sinks ? d_sinks_rows.data() + b * p.heads_q : nullptr);
       }));
   for (auto& w : work) w.get();
+  if (!sinks) return;
+  for (std::int64_t h = 0; h < p.heads_q; ++h) {
+    float sum = 0.f;  // fp32, as the kernels' gradient
+    for (std::int64_t b = 0; b < p.batch; ++b) sum += static_cast<float>(d_sinks_rows[b * p.heads_q + h]);
+    d_sinks[h] = sum;
+  }
 }
 
 }  // namespace flashrtc::reference

@@ -1,10 +1,11 @@
-// The double-precision reference: softmax(scale * Q K^T + mask) V per head, the truth kernels are checked
-// against.
+// The double-precision reference: softmax(scale * Q K^T + mask) V per head, with the variants (window,
+// softcap, ALiBi, sinks), the truth kernels are checked against.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "head_matrices.hpp"
+#include "variants.hpp"
 
 namespace flashrtc::reference {
 
@@ -18,6 +19,8 @@ void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTe
   const Matrix values = detail::load_rows<double>(v, b, hk, 0, p.seqlen_kv, p.head_dim);
   const double scale = p.effective_scale();
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  // The sink joins the row's max and denominator; it has no value row.
+  const double sink = p.sinks.empty() ? kNegInf : p.sinks[static_cast<std::size_t>(h)];
 
   Matrix scores, out;
   for (std::int64_t row0 = 0; row0 < p.seqlen_q; row0 += detail::kRowsPerChunk) {
@@ -26,19 +29,21 @@ void forward_head(const Problem& p, std::int64_t b, std::int64_t h, const HostTe
     scores.noalias() = scale * (queries * keys.transpose());
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t i = row0 + r;
-      double row_max = kNegInf;
+      double row_max = sink;
       for (std::int64_t j = 0; j < p.seqlen_kv; ++j) {
-        if (mask_allows(p.mask, i, j, p.seqlen_q, p.seqlen_kv))
+        if (detail::visible(p, i, j)) {
+          scores(r, j) = detail::score(p, b, h, i, j, scores(r, j));
           row_max = std::max(row_max, scores(r, j));
-        else
+        } else {
           scores(r, j) = kNegInf;
+        }
       }
-      if (row_max == kNegInf) {  // no visible key: exp(-inf - -inf) would be NaN
+      if (row_max == kNegInf) {  // no visible key and no sink: exp(-inf - -inf) would be NaN
         scores.row(r).setZero();
         if (lse) lse[detail::lse_index(p, b, h, i)] = kNegInf;
         continue;
       }
-      double row_sum = 0;
+      double row_sum = std::exp(sink - row_max);  // 0 without a sink
       for (std::int64_t j = 0; j < p.seqlen_kv; ++j) {
         scores(r, j) = std::exp(scores(r, j) - row_max);  // masked keys: exp(-inf) = 0
         row_sum += scores(r, j);

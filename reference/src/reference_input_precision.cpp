@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "head_matrices.hpp"
+#include "variants.hpp"
 
 namespace flashrtc::reference {
 
@@ -40,6 +41,14 @@ void forward_head_input_precision(const Problem& p, DType dtype, std::int64_t b,
   // The scale is a float kernel argument: rounded once, in double, as the host does when it passes it.
   const float scale_log2 = static_cast<float>(p.effective_scale() * kLog2e);
   const bool round_probabilities = dtype != DType::kFloat32;
+  // Softcap and ALiBi act on the scaled score in fp32 before the log2 factor; without them the scale and the
+  // log2 factor are one multiplication, as the kernels fold them.
+  const bool modified_score = p.softcap > 0 || !p.alibi_slopes.empty();
+  const float scale = static_cast<float>(p.effective_scale());
+  const float log2e = static_cast<float>(kLog2e);
+  // The sink in log2 units joins the row's max and sum; it has no value row.
+  const float sink_log2 =
+      p.sinks.empty() ? kNegInf : static_cast<float>(p.sinks[static_cast<std::size_t>(h)]) * log2e;
 
   Matrix scores, out;
   Eigen::VectorXf row_sum;
@@ -50,21 +59,24 @@ void forward_head_input_precision(const Problem& p, DType dtype, std::int64_t b,
     row_sum.setZero(rows);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t i = row0 + r;
-      float row_max = kNegInf;
+      float row_max = sink_log2;
       for (std::int64_t j = 0; j < p.seqlen_kv; ++j) {
-        if (mask_allows(p.mask, i, j, p.seqlen_q, p.seqlen_kv)) {
-          scores(r, j) *= scale_log2;
+        if (detail::visible(p, i, j)) {
+          if (modified_score)
+            scores(r, j) = detail::score(p, b, h, i, j, scores(r, j) * scale) * log2e;
+          else
+            scores(r, j) *= scale_log2;
           row_max = std::max(row_max, scores(r, j));
         } else {
           scores(r, j) = kNegInf;
         }
       }
-      if (row_max == kNegInf) {  // no visible key: o = 0, lse = -inf, and no exp2(-inf - -inf)
+      if (row_max == kNegInf) {  // no visible key, no sink: o = 0, lse = -inf, and no exp2(-inf - -inf)
         scores.row(r).setZero();
         if (lse) lse[detail::lse_index(p, b, h, i)] = -std::numeric_limits<double>::infinity();
         continue;
       }
-      float sum = 0;
+      float sum = std::exp2(sink_log2 - row_max);  // 0 without a sink
       for (std::int64_t j = 0; j < p.seqlen_kv; ++j) {
         const float prob = std::exp2(scores(r, j) - row_max);
         // The kernel sums P in fp32 before converting it to the MMA's operand type.

@@ -2,6 +2,7 @@
 // reference it checks.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "head_matrices.hpp"
@@ -11,6 +12,8 @@ namespace flashrtc::reference {
 void forward_loops(const Problem& p, const HostTensor<const double>& q, const HostTensor<const double>& k,
                    const HostTensor<const double>& v, const HostTensor<double>& o, double* lse) {
   detail::check_problem(p);
+  // The check of forward()'s plain attention: refused rather than computed without the variants.
+  if (p.has_variants()) throw std::invalid_argument("reference: forward_loops takes no variants");
   const double scale = p.effective_scale();
   const std::int64_t group = p.heads_q / p.heads_kv;
   std::vector<double> weight(static_cast<std::size_t>(p.seqlen_kv));

@@ -77,6 +77,8 @@ void forward_tiled(const Problem& p, int block_m, int block_n, const HostTensor<
                    const HostTensor<const double>& k, const HostTensor<const double>& v,
                    const HostTensor<double>& o, double* lse) {
   detail::check_problem(p);
+  // The blocked algorithm of plain attention: refused rather than computed without the variants.
+  if (p.has_variants()) throw std::invalid_argument("reference: forward_tiled takes no variants");
   if (block_m < 1 || block_n < 1)
     throw std::invalid_argument("forward_tiled: block sizes must be at least 1");
   for (std::int64_t b = 0; b < p.batch; ++b)

@@ -1,5 +1,6 @@
 // The varlen forward and backward on host data: every sequence is run through the dense reference on its
 // slice.
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,10 @@ void check(const VarlenProblem& p) {
     throw std::invalid_argument("reference: cu_seqlens_q's sequences must lie within rows_q");
   if (p.heads_q < 1 || p.heads_kv < 1 || p.head_dim < 1 || p.heads_q % p.heads_kv != 0)
     throw std::invalid_argument("reference: heads_q must be a positive multiple of heads_kv, head_dim >= 1");
+  // The other variants are checked with each sequence's Problem; the slopes' size is the call's.
+  const auto slopes = static_cast<std::int64_t>(p.alibi_slopes.size());
+  if (slopes != 0 && slopes != p.heads_q && slopes != p.batch() * p.heads_q)
+    throw std::invalid_argument("reference: alibi_slopes must hold heads_q or batch * heads_q values");
   if (!p.seqused_k.empty()) {
     if (static_cast<std::int64_t>(p.seqused_k.size()) != p.batch())
       throw std::invalid_argument("reference: seqused_k must hold batch entries");
@@ -66,6 +71,16 @@ Problem VarlenProblem::sequence_problem(std::int64_t b) const {
   r.head_dim = head_dim;
   r.mask = mask;
   r.scale = scale;
+  r.window_left = window_left;
+  r.window_right = window_right;
+  r.softcap = softcap;
+  r.sinks = sinks;
+  if (static_cast<std::int64_t>(alibi_slopes.size()) == heads_q) {
+    r.alibi_slopes = alibi_slopes;
+  } else if (!alibi_slopes.empty()) {  // [batch, heads_q]: sequence b's row
+    const auto row = alibi_slopes.begin() + b * heads_q;
+    r.alibi_slopes.assign(row, row + heads_q);
+  }
   return r;
 }
 
@@ -85,7 +100,9 @@ void forward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
       for (std::int64_t i = 0; i < sp.seqlen_q; ++i)
         for (std::int64_t h = 0; h < p.heads_q; ++h) {
           for (std::int64_t d = 0; d < p.head_dim; ++d) o_b.at(0, i, h, d) = 0.0;
-          if (lse) lse[h * total_q + start_q + i] = -std::numeric_limits<double>::infinity();
+          if (lse)
+            lse[h * total_q + start_q + i] = p.sinks.empty() ? -std::numeric_limits<double>::infinity()
+                                                             : p.sinks[static_cast<std::size_t>(h)];
         }
       continue;
     }
@@ -109,10 +126,15 @@ void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
                      const HostTensor<const double>& o, const double* lse,
                      const HostTensor<const double>& dout, const HostTensor<double>& dq,
                      const HostTensor<double>& dk, const HostTensor<double>& dv,
-                     std::optional<DType> input_precision) {
+                     std::optional<DType> input_precision, double* d_sinks) {
   check(p);
   if (!lse) throw std::invalid_argument("reference: the backward needs the forward's lse");
   const std::int64_t total_q = p.total_q();
+  // Each sequence's sinks gradient, added in sequence order. A sequence without keys adds none: its rows
+  // have o = 0, so D = 0.
+  const bool sinks = d_sinks && !p.sinks.empty();
+  if (sinks) std::fill(d_sinks, d_sinks + p.heads_q, 0.0);
+  std::vector<double> d_sinks_seq(sinks ? static_cast<std::size_t>(p.heads_q) : 0);
   std::vector<double> lse_rows;
   for (std::int64_t b = 0; b < p.batch(); ++b) {
     const Problem sp = p.sequence_problem(b);
@@ -140,13 +162,16 @@ void backward_varlen(const VarlenProblem& p, const HostTensor<const double>& q,
         lse_rows[static_cast<std::size_t>(h * sp.seqlen_q + i)] = lse[h * total_q + start_q + i];
     const HostTensor<const double> q_b = slice(q, start_q), k_b = slice(k, start_k), v_b = slice(v, start_k),
                                    o_b = slice(o, start_q), dout_b = slice(dout, start_q);
+    double* seq_sinks = sinks ? d_sinks_seq.data() : nullptr;
     if (input_precision) {
+      std::fill(d_sinks_seq.begin(), d_sinks_seq.end(), 0.0);
       for (std::int64_t hk = 0; hk < p.heads_kv; ++hk)
         backward_group_input_precision(sp, *input_precision, 0, hk, q_b, k_b, v_b, o_b, lse_rows.data(),
-                                       dout_b, dq_b, dk_b, dv_b);
+                                       dout_b, dq_b, dk_b, dv_b, seq_sinks);
     } else {
-      backward(sp, q_b, k_b, v_b, o_b, lse_rows.data(), dout_b, dq_b, dk_b, dv_b);
+      backward(sp, q_b, k_b, v_b, o_b, lse_rows.data(), dout_b, dq_b, dk_b, dv_b, seq_sinks);
     }
+    for (std::size_t h = 0; h < d_sinks_seq.size(); ++h) d_sinks[h] += d_sinks_seq[h];
   }
 }
 

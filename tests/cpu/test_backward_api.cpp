@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/c_api.h"
 #include "flashrtc/config_resolution.hpp"
@@ -286,8 +287,10 @@ TEST_CASE("FLASHRTC_CONFIG names a forward tile: the backward's kernels keep the
 
 // The Python helper binds this struct with ctypes: a change here must change it too.
 TEST_CASE("C API: flashrtc_backward_params layout and defaults") {
-  CHECK(sizeof(flashrtc_backward_params) == 424);
+  CHECK(sizeof(flashrtc_backward_params) == 480);
   CHECK(FLASHRTC_BACKWARD_PARAMS_MIN_SIZE == 424);
+  CHECK(offsetof(flashrtc_backward_params, variants) == 424);  // the first layout (the binding's) ends here
+  CHECK(offsetof(flashrtc_backward_params, d_sinks) == 472);
   CHECK(offsetof(flashrtc_backward_params, struct_size) == 0);
   CHECK(offsetof(flashrtc_backward_params, q) == 56);
   CHECK(offsetof(flashrtc_backward_params, d_o) == 216);
@@ -364,4 +367,28 @@ TEST_CASE("C API: flashrtc_attention_backward reads the struct by its size and r
   p.block_m = 64;  // a partial tile
   CHECK(flashrtc_attention_backward(&p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
   CHECK(contains(flashrtc_last_error(), "give all four"));
+}
+
+TEST_CASE("backward variants: invalid values and d_sinks throw kInvalidArgument, valid ones kUnsupported") {
+  const auto validate = [](const BackwardParams& p) { validate_backward(p); };
+  const auto run = [](const BackwardParams& p) { attention_backward(p); };
+  test::check_variant_cases(valid_params(), validate);
+  test::check_variant_cases(valid_params(), run);
+  test::check_sink_gradient_cases(valid_params(), validate);
+  test::check_sink_gradient_cases(valid_params(), run);
+}
+
+TEST_CASE("C API: the backward's variants and d_sinks are checked, and refused until served") {
+  const auto call = [](const flashrtc_backward_params& p) { return flashrtc_attention_backward(&p); };
+  test::check_c_variant_cases(valid_c_params(), call);
+  flashrtc_backward_params p = valid_c_params();
+  p.variants.sinks = test::fake_floats(0xB00000);
+  CHECK(call(p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "d_sinks is null"));
+  p.d_sinks = reinterpret_cast<float*>(0xC00000);
+  CHECK(call(p) == FLASHRTC_ERROR_UNSUPPORTED);
+  CHECK(contains(flashrtc_last_error(), "attention sinks"));
+  p.variants.sinks = nullptr;
+  CHECK(call(p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "d_sinks is set without"));
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/c_api.h"
 #include "flashrtc/device.hpp"
 
@@ -63,8 +64,11 @@ struct NewerParams {
 // same numbers: a change here must change both.
 TEST_CASE("C API: flashrtc_forward_params layout") {
   CHECK(sizeof(flashrtc_tensor) == 40);
-  CHECK(sizeof(flashrtc_forward_params) == 264);
+  // The first layout (the binding's) ends at MIN_SIZE, where the variants begin.
+  CHECK(sizeof(flashrtc_forward_params) == 312);
   CHECK(FLASHRTC_FORWARD_PARAMS_MIN_SIZE == 264);
+  CHECK(offsetof(flashrtc_forward_params, variants) == 264);
+  CHECK(sizeof(flashrtc_variants) == 48);
   CHECK(offsetof(flashrtc_forward_params, struct_size) == 0);
   CHECK(offsetof(flashrtc_forward_params, dtype) == 4);
   CHECK(offsetof(flashrtc_forward_params, batch) == 8);
@@ -159,8 +163,8 @@ TEST_CASE("C API: a newer caller's struct is read up to what this library knows"
   CHECK(flashrtc_attention_forward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
   const std::string message = flashrtc_last_error();
   INFO("last error: " << message);
-  CHECK(contains(message, "byte 264 is set"));
-  CHECK(contains(message, "struct size 264"));
+  CHECK(contains(message, "byte 312 is set"));
+  CHECK(contains(message, "struct size 312"));
   // Validation still reads the known fields of a larger struct.
   newer.later_field = 0;
   newer.known.head_dim = 7;
@@ -327,8 +331,9 @@ flashrtc_merge_states_params valid_merge_params() {
 // python/flashrtc/_library.py declares these structs with ctypes and python/tests/test_kvcache_cpu.py pins
 // the same numbers: a change here must change both.
 TEST_CASE("C API: flashrtc_kvcache_params and flashrtc_merge_states_params layout") {
-  CHECK(sizeof(flashrtc_kvcache_params) == 400);
+  CHECK(sizeof(flashrtc_kvcache_params) == 448);
   CHECK(FLASHRTC_KVCACHE_PARAMS_MIN_SIZE == 400);
+  CHECK(offsetof(flashrtc_kvcache_params, variants) == 400);
   CHECK(offsetof(flashrtc_kvcache_params, q) == 48);
   CHECK(offsetof(flashrtc_kvcache_params, num_pages) == 168);
   CHECK(offsetof(flashrtc_kvcache_params, block_table) == 184);
@@ -427,7 +432,7 @@ TEST_CASE("C API: the KV-cache and merge_states structs' sizes: older, out of ra
     CHECK(flashrtc_attention_with_kvcache(&newer.known) == past_validation());
     newer.later_field = 1;
     CHECK(flashrtc_attention_with_kvcache(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
-    CHECK(contains(flashrtc_last_error(), "byte 400 is set"));
+    CHECK(contains(flashrtc_last_error(), "byte 448 is set"));
   }
 }
 
@@ -531,8 +536,9 @@ flashrtc_varlen_forward_params valid_varlen_params() {
 // python/flashrtc/_library.py declares this struct with ctypes and python/tests/test_varlen_cpu.py pins the
 // same numbers: a change here must change both.
 TEST_CASE("C API: flashrtc_varlen_forward_params layout") {
-  CHECK(sizeof(flashrtc_varlen_forward_params) == 304);
+  CHECK(sizeof(flashrtc_varlen_forward_params) == 352);
   CHECK(FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE == 304);
+  CHECK(offsetof(flashrtc_varlen_forward_params, variants) == 304);
   CHECK(offsetof(flashrtc_varlen_forward_params, dtype) == 4);
   CHECK(offsetof(flashrtc_varlen_forward_params, batch) == 8);
   CHECK(offsetof(flashrtc_varlen_forward_params, total_q) == 16);
@@ -632,8 +638,8 @@ TEST_CASE("C API: the varlen struct's sizes: older, out of range, newer") {
   // A field this library cannot honour is never ignored silently.
   newer.later_field = 1;
   CHECK(flashrtc_attention_varlen_forward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
-  CHECK(contains(flashrtc_last_error(), "byte 304 is set"));
-  CHECK(contains(flashrtc_last_error(), "struct size 304"));
+  CHECK(contains(flashrtc_last_error(), "byte 352 is set"));
+  CHECK(contains(flashrtc_last_error(), "struct size 352"));
   // Validation still reads the known fields of a larger struct.
   newer.later_field = 0;
   newer.known.max_seqlen_q = 0;
@@ -709,4 +715,23 @@ TEST_CASE("C API: flashrtc_attention_varlen_forward refuses invalid calls, sayin
     INFO("last error: " << message);
     CHECK(contains(message, c.names));
   }
+}
+
+TEST_CASE(
+    "C API: the variants of the forward, KV-cache and varlen calls are checked, and refused until served") {
+  flashrtc::test::check_c_variant_cases(
+      valid_c_params(), [](const flashrtc_forward_params& p) { return flashrtc_attention_forward(&p); });
+  flashrtc::test::check_c_variant_cases(valid_kvcache_params(), [](const flashrtc_kvcache_params& p) {
+    return flashrtc_attention_with_kvcache(&p);
+  });
+  flashrtc::test::check_c_variant_cases(valid_varlen_params(), [](const flashrtc_varlen_forward_params& p) {
+    return flashrtc_attention_varlen_forward(&p);
+  });
+  flashrtc_forward_params sinks = valid_c_params();
+  sinks.variants.sinks = flashrtc::test::fake_floats(0xB00000);
+  CHECK(flashrtc_attention_forward(&sinks) == FLASHRTC_ERROR_UNSUPPORTED);
+  CHECK(contains(flashrtc_last_error(), "attention sinks"));
+  // A caller of the first layout has no variants: the bytes after its struct_size are not read.
+  sinks.struct_size = FLASHRTC_FORWARD_PARAMS_MIN_SIZE;
+  CHECK(flashrtc_attention_forward(&sinks) == past_validation());
 }

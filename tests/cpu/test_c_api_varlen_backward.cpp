@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/c_api.h"
 #include "flashrtc/device.hpp"
 
@@ -65,7 +66,10 @@ flashrtc_status past_validation() {
 TEST_CASE("C API: flashrtc_varlen_backward_params layout, in the documented field order") {
   using P = flashrtc_varlen_backward_params;
   CHECK(FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE == 464);
-  CHECK(sizeof(P) == 472);
+  CHECK(offsetof(P, variants) == 464);  // the first layout (the binding's) ends where the variants begin
+  CHECK(offsetof(P, d_sinks) == 512);
+  CHECK(offsetof(P, deterministic) == 520);
+  CHECK(sizeof(P) == 528);
   CHECK(offsetof(P, struct_size) == 0);
   CHECK(offsetof(P, dtype) == 4);
   CHECK(offsetof(P, batch) == 8);
@@ -96,7 +100,6 @@ TEST_CASE("C API: flashrtc_varlen_backward_params layout, in the documented fiel
   CHECK(offsetof(P, warps) == 444);
   CHECK(offsetof(P, stages) == 448);
   CHECK(offsetof(P, stream) == 456);
-  CHECK(offsetof(P, deterministic) == 464);  // the first field past the first layout
 }
 
 TEST_CASE("C API: flashrtc_varlen_backward_params_init fills defaults and the size") {
@@ -149,7 +152,7 @@ TEST_CASE("C API: flashrtc_varlen_backward_params' struct_size: out of range, ne
   CHECK(flashrtc_attention_varlen_backward(&newer.known) == past_validation());
   newer.later_field = 1;
   CHECK(flashrtc_attention_varlen_backward(&newer.known) == FLASHRTC_ERROR_UNSUPPORTED);
-  CHECK(contains(flashrtc_last_error(), "byte 472 is set"));
+  CHECK(contains(flashrtc_last_error(), "byte 528 is set"));
 }
 
 TEST_CASE("C API: flashrtc_attention_varlen_backward refuses invalid calls, saying why") {
@@ -224,4 +227,21 @@ TEST_CASE("C API: flashrtc_attention_varlen_backward refuses invalid calls, sayi
   scaled.has_softmax_scale = 1;
   scaled.softmax_scale = -0.25f;
   CHECK(flashrtc_attention_varlen_backward(&scaled) == past_validation());
+}
+
+TEST_CASE("C API: the varlen backward's variants and d_sinks are checked, and refused until served") {
+  const auto call = [](const flashrtc_varlen_backward_params& p) {
+    return flashrtc_attention_varlen_backward(&p);
+  };
+  flashrtc::test::check_c_variant_cases(valid_params(), call);
+  flashrtc_varlen_backward_params p = valid_params();
+  p.variants.sinks = flashrtc::test::fake_floats(0xB00000);
+  CHECK(call(p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "d_sinks is null"));
+  p.d_sinks = reinterpret_cast<float*>(0xC00000);
+  CHECK(call(p) == FLASHRTC_ERROR_UNSUPPORTED);
+  CHECK(contains(flashrtc_last_error(), "attention sinks"));
+  p.variants.sinks = nullptr;
+  CHECK(call(p) == FLASHRTC_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(flashrtc_last_error(), "d_sinks is set without"));
 }

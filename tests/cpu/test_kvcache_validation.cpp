@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/attention_kvcache.hpp"
 #include "flashrtc/error.hpp"
 
@@ -384,5 +385,13 @@ TEST_CASE("validate_merge_states: each invalid argument throws kInvalidArgument 
     for (const std::string& name : c.names) CHECK(contains(e.message(), name));
     const Error call = test::expect_error([&] { merge_states(p); });
     CHECK(call.code() == ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("KV-cache variants: invalid values throw kInvalidArgument, valid ones kUnsupported") {
+  for (const KvCacheParams& valid : {valid_paged(), valid_contiguous()}) {
+    test::check_variant_cases(valid, [](const KvCacheParams& p) { validate_kvcache(p); });
+    test::check_variant_cases(valid, [](const KvCacheParams& p) { kvcache_num_splits(p); });
+    test::check_variant_cases(valid, [](const KvCacheParams& p) { attention_with_kvcache(p); });
   }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/device.hpp"
 #include "flashrtc/error.hpp"
@@ -286,4 +287,28 @@ TEST_CASE("select_forward_spec reflects the call") {
   p.config = TileConfig{64, 32, 4, 1};  // 16 query rows per warp: a tile of the tensor-core family
   spec = select_forward_spec(p);
   CHECK(spec.tile == TileConfig{64, 32, 4, 1});
+}
+
+TEST_CASE("AttentionVariants: the defaults are off; any() sees every field") {
+  CHECK(!AttentionVariants{}.any());
+  const std::vector<std::function<void(AttentionVariants&)>> set = {
+      [](AttentionVariants& v) { v.window_left = 0; },
+      [](AttentionVariants& v) { v.window_right = 5; },
+      [](AttentionVariants& v) { v.softcap = 1.f; },
+      [](AttentionVariants& v) { v.alibi_slopes = test::fake_floats(0xA00000); },
+      [](AttentionVariants& v) { v.alibi_stride_batch = 4; },
+      [](AttentionVariants& v) { v.sinks = test::fake_floats(0xB00000); },
+  };
+  for (const auto& s : set) {
+    AttentionVariants v;
+    s(v);
+    CHECK(v.any());
+  }
+}
+
+TEST_CASE(
+    "forward variants: invalid values throw kInvalidArgument, valid ones kUnsupported (no kernel yet)") {
+  test::check_variant_cases(valid_params(), [](const ForwardParams& p) { validate_forward(p); });
+  test::check_variant_cases(valid_params(), [](const ForwardParams& p) { select_forward_spec(p); });
+  test::check_variant_cases(valid_params(), [](const ForwardParams& p) { attention_forward(p); });
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "families/forward_launch.hpp"
 #include "flashrtc/attention.hpp"
 #include "flashrtc/config_resolution.hpp"
@@ -413,4 +414,11 @@ TEST_CASE(
   p.max_seqlen_q = p.total_q = 1 << 10;
   CHECK(test::expect_error([&] { detail::varlen_forward_kernel_params(plan, p); }).code() ==
         ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("varlen forward variants: invalid values throw kInvalidArgument, valid ones kUnsupported") {
+  test::check_variant_cases(valid_params(), [](const VarlenForwardParams& p) { validate_varlen_forward(p); });
+  test::check_variant_cases(valid_params(), [](const VarlenForwardParams& p) { resolve_config(p); });
+  test::check_variant_cases(valid_params(),
+                            [](const VarlenForwardParams& p) { attention_varlen_forward(p); });
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/helpers/runtime_test_util.hpp"
+#include "cpu/helpers/variant_cases.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/backward_params.cuh"
@@ -468,4 +469,14 @@ TEST_CASE("the varlen dQ conversion's grid covers max_seqlen_q in slices of 64 p
   call.dense.dq_tile_rows = 0;
   CHECK(test::expect_error([&] { plan.family->build_launch(plan, &call, shape, args); }).code() ==
         ErrorCode::kInternal);
+}
+
+TEST_CASE(
+    "varlen backward variants: invalid values and d_sinks throw kInvalidArgument, valid ones kUnsupported") {
+  const auto validate = [](const VarlenBackwardParams& p) { validate_varlen_backward(p); };
+  const auto run = [](const VarlenBackwardParams& p) { attention_varlen_backward(p); };
+  test::check_variant_cases(valid_params(), validate);
+  test::check_variant_cases(valid_params(), run);
+  test::check_sink_gradient_cases(valid_params(), validate);
+  test::check_sink_gradient_cases(valid_params(), run);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "flashrtc/attention_variants.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
@@ -34,6 +35,7 @@ struct ForwardParams {
   float* lse = nullptr;  ///< optional [B, Hq, Nq] float32, contiguous: natural-log sum of exp of scaled scores
   std::optional<float> softmax_scale;      ///< default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;
+  AttentionVariants variants;  ///< window, softcap, ALiBi, sinks (attention_variants.hpp); default off
   void* stream = nullptr;                  ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;        ///< explicit tile; else FLASHRTC_CONFIG, tuned, default (config_resolution.hpp)
 };
@@ -52,6 +54,10 @@ struct BackwardParams {
   TensorRef d_k, d_v;          ///< written: [B, Nk, Hkv, d] (summed over the query heads of a group)
   std::optional<float> softmax_scale;  ///< the forward's; default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;     ///< the forward's
+  AttentionVariants variants;          ///< the forward's
+  /// Written when variants.sinks is set (required then, null otherwise): [Hq] float32, the gradient of the
+  /// loss by the sinks, summed over batch and rows.
+  float* d_sinks = nullptr;
   /// true: same bits on every run: the main kernel (dK, dV) and an atomic-free dQ pass, no floating-point
   /// atomics. false: where a fused family serves the call (sm_90a, fp16/bf16, d 64/96/128, strides a TMA
   /// map describes) from 2048 keys (4096 causal), or with its tile as config, one kernel forms dK and dV and

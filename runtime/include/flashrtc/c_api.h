@@ -40,6 +40,19 @@ typedef struct flashrtc_tensor {
   int64_t stride_batch, stride_seq, stride_head, stride_dim;
 } flashrtc_tensor;
 
+/* Attention variants (flashrtc/attention_variants.hpp's AttentionVariants: its comments give the semantics),
+ * a member of every attention call's params. All-zero bytes are the defaults: no window, no softcap, no
+ * ALiBi, no sinks. No kernel serves a variant yet: a call that sets one fails with
+ * FLASHRTC_ERROR_UNSUPPORTED naming it (docs/variants.md). */
+typedef struct flashrtc_variants {
+  int32_t has_window; /* 0: no window, and window_left, window_right must be 0; 1: the bounds below */
+  float softcap;      /* 0: off; > 0: scores pass through softcap * tanh(s / softcap) */
+  int64_t window_left, window_right; /* with has_window: keys each side of the diagonal, -1 unbounded */
+  const float* alibi_slopes;         /* optional [Hq] or [B, Hq] float32 on the device */
+  int64_t alibi_stride_batch;        /* 0 (slopes [Hq]) or >= heads_q (slopes [B, Hq]) */
+  const float* sinks;                /* optional [Hq] float32 on the device: one logit per query head */
+} flashrtc_variants;
+
 /* Grows at the end: a caller states the size it was built with in struct_size (flashrtc_forward_params_init
  * sets it), the library reads only the fields inside that size and gives every later field its default, so
  * new fields need no new entry points and a binary built against an older header keeps working. */
@@ -56,6 +69,7 @@ typedef struct flashrtc_forward_params {
   /* Optional explicit tile: all four > 0 to use it, all 0 for the default. */
   int32_t block_m, block_n, warps, stages;
   void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  flashrtc_variants variants; /* all zero: none */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_forward_params;
 
@@ -93,6 +107,8 @@ typedef struct flashrtc_backward_params {
   int32_t deterministic; /* 0 or 1 */
   int32_t block_m, block_n, warps, stages;
   void* stream;
+  flashrtc_variants variants; /* the forward's; all zero: none */
+  float* d_sinks; /* written with variants.sinks (required then, NULL otherwise): [Hq] float32 gradient */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_backward_params;
 
@@ -132,6 +148,7 @@ typedef struct flashrtc_kvcache_params {
   /* Optional explicit tile of the attention kernel: all four > 0 to use it, all 0 for the default. */
   int32_t block_m, block_n, warps, stages;
   void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  flashrtc_variants variants; /* all zero: none */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_kvcache_params;
 
@@ -170,6 +187,7 @@ typedef struct flashrtc_varlen_forward_params {
   /* Optional explicit tile: all four > 0 to use it, all 0 for the default. */
   int32_t block_m, block_n, warps, stages;
   void* stream; /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  flashrtc_variants variants; /* all zero: none */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_varlen_forward_params;
 
@@ -232,7 +250,8 @@ typedef struct flashrtc_varlen_backward_params {
   int32_t mask;
   int32_t block_m, block_n, warps, stages;
   void* stream;
-  /* Added after the first layout (464 bytes): */
+  flashrtc_variants variants; /* the forward's; all zero: none */
+  float* d_sinks; /* written with variants.sinks (required then, NULL otherwise): [Hq] float32 gradient */
   int32_t deterministic; /* 0 (default): the fused kernel where it serves the call; 1: as flashrtc_backward_params */
   /* Later fields go here, each with a default of all-zero bytes. */
 } flashrtc_varlen_backward_params;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "flashrtc/attention_params.hpp"
+#include "flashrtc/attention_variants.hpp"
 #include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
 
@@ -53,6 +54,9 @@ struct KvCacheParams {
   /// after the append (FlashAttention's causal for a cache). kCausalTopLeft is refused: it has no meaning
   /// for queries that follow the cache.
   MaskKind mask = MaskKind::kNone;
+  /// Window, softcap, ALiBi, sinks (attention_variants.hpp) with Nk = L_b, the sequence's length after the
+  /// append (so diag = L_b - Nq). Default off.
+  AttentionVariants variants;
   /// Key splits per (sequence, KV head): 0 chooses from the shapes and the SM count alone (never from device
   /// data, so a call captures into a CUDA graph and replays for any cache_seqlens); otherwise 1 to 256.
   int num_splits = 0;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "flashrtc/attention_params.hpp"
+#include "flashrtc/attention_variants.hpp"
 #include "flashrtc/tile.hpp"
 #include "flashrtc/types.hpp"
 
@@ -45,6 +46,9 @@ struct VarlenForwardParams {
   /// Counted from each sequence's own start with its own lengths Lq, Lk: kCausalTopLeft j <= i,
   /// kCausalBottomRight j <= i + Lk - Lq. A row with no visible key gets o = 0, lse = -inf.
   MaskKind mask = MaskKind::kNone;
+  /// Window, softcap, ALiBi, sinks (attention_variants.hpp), counted from each sequence's start with its own
+  /// lengths; per-batch ALiBi slopes are per sequence. Default off.
+  AttentionVariants variants;
   void* stream = nullptr;            ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;  ///< explicit tile; else tuned, else default
 };
@@ -81,6 +85,10 @@ struct VarlenBackwardParams {
   const std::int32_t* seqused_k = nullptr;
   std::optional<float> softmax_scale;   ///< the forward's; default 1/sqrt(head_dim)
   MaskKind mask = MaskKind::kNone;      ///< the forward's, counted from each sequence's start
+  AttentionVariants variants;           ///< the forward's
+  /// Written when variants.sinks is set (required then, null otherwise): [Hq] float32, the gradient of the
+  /// loss by the sinks, summed over sequences and rows.
+  float* d_sinks = nullptr;
   void* stream = nullptr;               ///< CUstream / cudaStream_t; null is the legacy default stream
   std::optional<TileConfig> config;     ///< explicit tile for the main kernel (dK, dV); else tuned or default
   std::optional<TileConfig> dq_config;  ///< explicit tile for the dQ pass; else tuned or default

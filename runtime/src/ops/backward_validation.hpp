@@ -8,8 +8,9 @@ namespace flashrtc::detail {
 // forward's.
 ForwardParams forward_of(const BackwardParams& params);
 
-// The forward's rules for q, k, v, o and the shape, then d_o and d_q shaped like q, d_k and d_v like k, and
-// lse present. Throws Error(kInvalidArgument) naming the argument. Allocates nothing when params are valid.
+// The forward's rules for q, k, v, o, the shape and the variants, then d_o and d_q shaped like q, d_k and d_v
+// like k, lse present, d_sinks exactly with sinks. Throws Error(kInvalidArgument) naming the argument, then
+// Error(kUnsupported) for variants no backward kernel serves. Allocates nothing when params are valid.
 void validate_backward_arguments(const BackwardParams& params);
 
 }  // namespace flashrtc::detail

@@ -22,25 +22,28 @@ flashrtc::TensorRef to_ref(const flashrtc_tensor& t) {
   return {t.data, t.stride_batch, t.stride_seq, t.stride_head, t.stride_dim};
 }
 
-static_assert(sizeof(flashrtc_forward_params) == FLASHRTC_FORWARD_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(
+    offsetof(flashrtc_forward_params, variants) == FLASHRTC_FORWARD_PARAMS_MIN_SIZE,
+    "MIN_SIZE is the first layout, which ends where the variants begin: new fields grow sizeof only");
 static_assert(offsetof(flashrtc_forward_params, struct_size) == 0, "struct_size heads the struct");
-static_assert(sizeof(flashrtc_backward_params) == FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(
+    offsetof(flashrtc_backward_params, variants) == FLASHRTC_BACKWARD_PARAMS_MIN_SIZE,
+    "MIN_SIZE is the first layout, which ends where the variants begin: new fields grow sizeof only");
 static_assert(offsetof(flashrtc_backward_params, struct_size) == 0, "struct_size heads the struct");
-static_assert(sizeof(flashrtc_kvcache_params) == FLASHRTC_KVCACHE_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(
+    offsetof(flashrtc_kvcache_params, variants) == FLASHRTC_KVCACHE_PARAMS_MIN_SIZE,
+    "MIN_SIZE is the first layout, which ends where the variants begin: new fields grow sizeof only");
 static_assert(offsetof(flashrtc_kvcache_params, struct_size) == 0, "struct_size heads the struct");
 static_assert(sizeof(flashrtc_merge_states_params) == FLASHRTC_MERGE_STATES_PARAMS_MIN_SIZE,
               "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
 static_assert(offsetof(flashrtc_merge_states_params, struct_size) == 0, "struct_size heads the struct");
-static_assert(sizeof(flashrtc_varlen_forward_params) == FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE (then make this a >=)");
+static_assert(
+    offsetof(flashrtc_varlen_forward_params, variants) == FLASHRTC_VARLEN_FORWARD_PARAMS_MIN_SIZE,
+    "MIN_SIZE is the first layout, which ends where the variants begin: new fields grow sizeof only");
 static_assert(offsetof(flashrtc_varlen_forward_params, struct_size) == 0, "struct_size heads the struct");
-static_assert(sizeof(flashrtc_varlen_backward_params) > FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE &&
-                  offsetof(flashrtc_varlen_backward_params, deterministic) ==
-                      FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
-              "MIN_SIZE is the first layout: a new field grows sizeof, never MIN_SIZE");
+static_assert(
+    offsetof(flashrtc_varlen_backward_params, variants) == FLASHRTC_VARLEN_BACKWARD_PARAMS_MIN_SIZE,
+    "MIN_SIZE is the first layout, which ends where the variants begin: new fields grow sizeof only");
 static_assert(offsetof(flashrtc_varlen_backward_params, struct_size) == 0, "struct_size heads the struct");
 
 flashrtc::Error invalid(const std::string& message) {
@@ -198,6 +201,27 @@ std::optional<flashrtc::TileConfig> tile_from_c(std::int32_t block_m, std::int32
   return flashrtc::TileConfig{block_m, block_n, warps, stages};
 }
 
+// The variants as the C structs give them: has_window says whether the bounds are used (all-zero bytes are
+// "no variant"); the values themselves are checked by the C++ validation, naming them.
+flashrtc::AttentionVariants variants_from_c(const flashrtc_variants& v) {
+  flashrtc::AttentionVariants variants;
+  if (v.has_window == 1) {
+    variants.window_left = v.window_left;
+    variants.window_right = v.window_right;
+  } else if (v.has_window != 0) {
+    throw invalid("variants.has_window=" + std::to_string(v.has_window) + ": must be 0 or 1");
+  } else if (v.window_left != 0 || v.window_right != 0) {
+    throw invalid("variants.window_left=" + std::to_string(v.window_left) +
+                  ", window_right=" + std::to_string(v.window_right) +
+                  " with has_window=0: set has_window=1 to use them (-1: unbounded), or leave them 0");
+  }
+  variants.softcap = v.softcap;
+  variants.alibi_slopes = v.alibi_slopes;
+  variants.alibi_stride_batch = v.alibi_stride_batch;
+  variants.sinks = v.sinks;
+  return variants;
+}
+
 flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
   flashrtc::ForwardParams params;
   params.dtype = static_cast<flashrtc::DType>(p.dtype);
@@ -214,6 +238,7 @@ flashrtc::ForwardParams from_c(const flashrtc_forward_params& p) {
   params.lse = p.lse;
   params.mask = static_cast<flashrtc::MaskKind>(p.mask);
   params.stream = p.stream;
+  params.variants = variants_from_c(p.variants);
   params.softmax_scale = scale_from_c(p.softmax_scale, p.has_softmax_scale);
   params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
   return params;
@@ -249,6 +274,8 @@ flashrtc::BackwardParams from_c(const flashrtc_backward_params& p) {
   params.deterministic = flag_from_c(p.deterministic, "deterministic");
   params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
   params.stream = p.stream;
+  params.variants = variants_from_c(p.variants);
+  params.d_sinks = p.d_sinks;
   return params;
 }
 
@@ -279,6 +306,7 @@ flashrtc::KvCacheParams from_c(const flashrtc_kvcache_params& p) {
   params.mask = static_cast<flashrtc::MaskKind>(p.mask);
   params.num_splits = p.num_splits;
   params.stream = p.stream;
+  params.variants = variants_from_c(p.variants);
   params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
   return params;
 }
@@ -325,6 +353,7 @@ P varlen_from_c(const C& p) {
   params.mask = static_cast<flashrtc::MaskKind>(p.mask);
   params.config = tile_from_c(p.block_m, p.block_n, p.warps, p.stages);
   params.stream = p.stream;
+  params.variants = variants_from_c(p.variants);
   return params;
 }
 
@@ -338,6 +367,7 @@ flashrtc::VarlenBackwardParams from_c(const flashrtc_varlen_backward_params& p) 
   params.d_q = to_ref(p.d_q);
   params.d_k = to_ref(p.d_k);
   params.d_v = to_ref(p.d_v);
+  params.d_sinks = p.d_sinks;
   params.deterministic = flag_from_c(p.deterministic, "deterministic");
   return params;
 }

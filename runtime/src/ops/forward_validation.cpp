@@ -1,5 +1,7 @@
 // Argument checks of attention_forward: every rule names the argument and its value, and runs before
 // anything touches the device.
+#include "ops/forward_validation.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -7,7 +9,7 @@
 
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel_family.hpp"
-#include "ops/forward_validation.hpp"
+#include "ops/variants_validation.hpp"
 
 namespace flashrtc {
 
@@ -53,7 +55,7 @@ void check_tensor(const char* n, const TensorRef& t, std::int64_t seqlen, std::i
     invalid(std::string(n) + ": strides x sizes overflow a 64-bit byte offset (index overflow)");
 }
 
-void validate_forward_arguments(const ForwardParams& p) {
+void check_forward_arguments(const ForwardParams& p) {
   if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
     invalid("dtype=" + std::to_string(static_cast<int>(p.dtype)) + ": must be fp32, fp16 or bf16");
   if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausalTopLeft && p.mask != MaskKind::kCausalBottomRight)
@@ -80,6 +82,12 @@ void validate_forward_arguments(const ForwardParams& p) {
   const __int128 lse_elems = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
   if (lse_elems * 4 > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
     invalid("batch * heads_q * seqlen_q overflows a 64-bit index (index overflow)");
+  check_variants(p.variants, p.heads_q);
+}
+
+void validate_forward_arguments(const ForwardParams& p) {
+  check_forward_arguments(p);
+  require_served_variants(p.variants, Operation::kForward);
 }
 
 }  // namespace detail

@@ -6,7 +6,11 @@
 
 namespace flashrtc::detail {
 
-// Throws Error(kInvalidArgument) naming the argument and its value. Allocates nothing when params are valid.
+// Throws Error(kInvalidArgument) naming the argument and its value, the variants' values included.
+// Allocates nothing when params are valid.
+void check_forward_arguments(const ForwardParams& params);
+// check_forward_arguments, then Error(kUnsupported) for variants no forward kernel serves: the check of
+// every forward entry point.
 void validate_forward_arguments(const ForwardParams& params);
 
 // The rules for one [batch, seqlen, heads, head_dim] tensor of elem-byte elements (non-null, 16-byte aligned

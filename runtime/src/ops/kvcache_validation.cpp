@@ -1,6 +1,8 @@
 // Argument checks of attention_with_kvcache and merge_states: every rule names the argument and its value and
 // runs before anything touches the device. Device-side values (cache_seqlens, block_table, cache_batch_idx)
 // cannot be checked here; the kernels clamp them instead (attention_kvcache.hpp).
+#include "ops/kvcache_validation.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,7 +12,7 @@
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel_family.hpp"
 #include "ops/forward_validation.hpp"
-#include "ops/kvcache_validation.hpp"
+#include "ops/variants_validation.hpp"
 
 namespace flashrtc::detail {
 
@@ -114,6 +116,8 @@ void validate_kvcache_arguments(const KvCacheParams& p) {
   if (static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q * p.head_dim * 4 * kernel::kMaxDecodeSplits >
       std::numeric_limits<std::int64_t>::max())
     invalid("batch * heads_q * seqlen_q * head_dim overflows a 64-bit index (index overflow)");
+  check_variants(p.variants, p.heads_q);
+  require_served_variants(p.variants, Operation::kDecode);
 }
 
 void validate_merge_states_arguments(const MergeStatesParams& p) {

@@ -5,7 +5,8 @@
 
 namespace flashrtc::detail {
 
-// Throws Error(kInvalidArgument) naming the argument and its value. Allocates nothing when params are valid.
+// Throws Error(kInvalidArgument) naming the argument and its value (the variants' included), then
+// Error(kUnsupported) for variants no decode kernel serves. Allocates nothing when params are valid.
 void validate_kvcache_arguments(const KvCacheParams& params);
 void validate_merge_states_arguments(const MergeStatesParams& params);
 

@@ -12,6 +12,7 @@
 #include "flashrtc/error.hpp"
 #include "flashrtc/kernel_family.hpp"
 #include "ops/forward_validation.hpp"
+#include "ops/variants_validation.hpp"
 
 namespace flashrtc::detail {
 
@@ -50,9 +51,8 @@ void check_int32_array(const char* name, const std::int32_t* p, bool required, c
     invalid(std::string(name) + ": must be 4-byte aligned (" + extent + " int32 on the device)");
 }
 
-}  // namespace
-
-void validate_varlen_arguments(const VarlenForwardParams& p) {
+// The forward's rules, the variants' values included, without asking whether a kernel serves them.
+void check_varlen_arguments(const VarlenForwardParams& p) {
   if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
     invalid("dtype=" + std::to_string(static_cast<int>(p.dtype)) + ": must be fp32, fp16 or bf16");
   if (p.mask != MaskKind::kNone && p.mask != MaskKind::kCausalTopLeft &&
@@ -94,6 +94,14 @@ void validate_varlen_arguments(const VarlenForwardParams& p) {
   const __int128 lse_elems = static_cast<__int128>(p.heads_q) * p.total_q;
   if (lse_elems * 4 > static_cast<__int128>(std::numeric_limits<std::int64_t>::max()))
     invalid("heads_q * total_q overflows a 64-bit index (index overflow)");
+  check_variants(p.variants, p.heads_q);
+}
+
+}  // namespace
+
+void validate_varlen_arguments(const VarlenForwardParams& p) {
+  check_varlen_arguments(p);
+  require_served_variants(p.variants, Operation::kForwardVarlen);
 }
 
 VarlenForwardParams forward_of(const VarlenBackwardParams& p) {
@@ -117,13 +125,14 @@ VarlenForwardParams forward_of(const VarlenBackwardParams& p) {
   f.lse = const_cast<float*>(p.lse);  // read only: the forward's checks of it
   f.softmax_scale = p.softmax_scale;
   f.mask = p.mask;
+  f.variants = p.variants;
   f.stream = p.stream;
   f.config = p.config;
   return f;
 }
 
 void validate_varlen_backward_arguments(const VarlenBackwardParams& p) {
-  validate_varlen_arguments(forward_of(p));
+  check_varlen_arguments(forward_of(p));
   if (!p.lse)
     invalid(
         "lse is null: the backward needs the forward's lse ([heads_q, total_q] float32; run the forward "
@@ -133,6 +142,8 @@ void validate_varlen_backward_arguments(const VarlenBackwardParams& p) {
   check_packed("d_q", p.d_q, p.total_q, p.heads_q, p.head_dim, elem);
   check_packed("d_k", p.d_k, p.total_k, p.heads_kv, p.head_dim, elem);
   check_packed("d_v", p.d_v, p.total_k, p.heads_kv, p.head_dim, elem);
+  check_variants(p.variants, p.heads_q, p.d_sinks);
+  require_served_variants(p.variants, Operation::kBackwardVarlen);
 }
 
 }  // namespace flashrtc::detail
