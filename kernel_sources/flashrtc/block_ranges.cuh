@@ -73,7 +73,8 @@ constexpr BlockRange query_blocks_seeing(const KeyMask<kMask, true>& mask, Index
 // row's first key to the one holding the last row's last key (rows that see none lie only before or after
 // the rows that see some, and add nothing). Rows past seqlen_q count, as in key_blocks_seen above.
 template <int kBlockN, kernel::Mask kMask>
-constexpr BlockRange key_blocks_seen(const KeyMask<kMask, true>& mask, long long row_begin, long long row_end) {
+constexpr BlockRange key_blocks_seen(const KeyMask<kMask, true>& mask, long long row_begin,
+                                     long long row_end) {
   const long long first = mask.first_visible(row_begin);
   const long long last = mask.last_visible(row_end - 1);
   if (first > last) return {0, 0};

@@ -10,7 +10,12 @@
 // 2 * (column / 8) + (query % 16) / 8, t = 32 * (query / 16) + 4 * (query % 8) + (column % 8) / 2; float2 i of
 // thread t is float2 i * 128 + t of the 64-query slice, and the slices of a tile follow one another.
 
-#include "flashrtc/host_device.cuh"
+// Host and device functions alike: NVRTC defines __CUDACC_RTC__; the host compiler sees plain constexpr.
+#ifdef __CUDACC_RTC__
+#define FLASHRTC_HOST_DEVICE __host__ __device__
+#else
+#define FLASHRTC_HOST_DEVICE
+#endif
 
 namespace flashrtc {
 

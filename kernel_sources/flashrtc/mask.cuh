@@ -75,7 +75,9 @@ struct KeyMask<kMask, true> {
       : seqlen_kv(seqlen_kv_),
         diag(diag_),
         left(window_left < 0 ? kUnbounded : window_left),
-        right(kCausal ? 0 : window_right < 0 ? kUnbounded : window_right) {}
+        right(kCausal            ? 0
+              : window_right < 0 ? kUnbounded
+                                 : window_right) {}
 
   FLASHRTC_DEVICE_INLINE constexpr bool hides(long long row, long long col) const {
     return col >= seqlen_kv || col > row + diag + right || col < row + diag - left;
@@ -103,11 +105,13 @@ struct KeyMask<kMask, true> {
     int right_offset;  // col_local > row_local + right_offset is hidden
     int left_offset;   // col_local < row_local + left_offset is hidden
     FLASHRTC_DEVICE_INLINE constexpr bool hides(int row_local, int col_local) const {
-      return col_local >= cols_left || col_local > row_local + right_offset || col_local < row_local + left_offset;
+      return col_local >= cols_left || col_local > row_local + right_offset ||
+             col_local < row_local + left_offset;
     }
   };
   FLASHRTC_DEVICE_INLINE constexpr Local local(long long m0, long long n0) const {
-    return {clamp_local(seqlen_kv - n0), clamp_local(m0 + diag + right - n0), clamp_local(m0 + diag - left - n0)};
+    return {clamp_local(seqlen_kv - n0), clamp_local(m0 + diag + right - n0),
+            clamp_local(m0 + diag - left - n0)};
   }
 
  private:

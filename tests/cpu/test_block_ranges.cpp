@@ -101,9 +101,10 @@ TEST_CASE("mask_diag is the offset of the diagonal, the host's mask_diagonal") {
   for (MaskKind mask : kMaskKinds)
     for (int seqlen_q : {0, 1, 5, 9})
       for (int seqlen_kv : {0, 1, 5, 9}) {
-        const long long device = mask == MaskKind::kNone            ? mask_diag<kernel::Mask::kNone>(seqlen_q, seqlen_kv)
-                                 : mask == MaskKind::kCausalTopLeft ? mask_diag<kernel::Mask::kCausalTopLeft>(seqlen_q, seqlen_kv)
-                                                                    : mask_diag<kernel::Mask::kCausalBottomRight>(seqlen_q, seqlen_kv);
+        const long long device = mask == MaskKind::kNone ? mask_diag<kernel::Mask::kNone>(seqlen_q, seqlen_kv)
+                                 : mask == MaskKind::kCausalTopLeft
+                                     ? mask_diag<kernel::Mask::kCausalTopLeft>(seqlen_q, seqlen_kv)
+                                     : mask_diag<kernel::Mask::kCausalBottomRight>(seqlen_q, seqlen_kv);
         CHECK(device == mask_diagonal(mask, seqlen_q, seqlen_kv));
       }
 }
@@ -137,12 +138,12 @@ TEST_CASE("block ranges at the int limit: the arithmetic past 2^31 is 64-bit") {
 // mask and window, lengths both ways round, block sizes 1-4 exhaustively and 16 / 64 over fewer lengths.
 namespace {
 
-
 // Which (row, key) pairs of rows [0, rows) x keys [0, keys) mask_allows lets through (keys past seqlen_kv
 // hidden; rows are not bounded by seqlen_q), and the number of them in any rectangle (2-D prefix sums).
 class Visibility {
  public:
-  Visibility(MaskKind mask, int seqlen_q, int seqlen_kv, int window_left, int window_right, int rows, int keys)
+  Visibility(MaskKind mask, int seqlen_q, int seqlen_kv, int window_left, int window_right, int rows,
+             int keys)
       : rows_(rows), keys_(keys), sums_(static_cast<std::size_t>(rows + 1) * (keys + 1), 0) {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < keys; ++j) {
@@ -162,7 +163,9 @@ class Visibility {
 
  private:
   long long& at(long long i, long long j) { return sums_[static_cast<std::size_t>(i * (keys_ + 1) + j)]; }
-  long long at(long long i, long long j) const { return sums_[static_cast<std::size_t>(i * (keys_ + 1) + j)]; }
+  long long at(long long i, long long j) const {
+    return sums_[static_cast<std::size_t>(i * (keys_ + 1) + j)];
+  }
   long long rows_, keys_;
   std::vector<long long> sums_;
 };
@@ -201,8 +204,8 @@ void check_key_mask(const Mask& key_mask, const Case& c, const Visibility& v, in
 }
 
 // For blocks of kBlockM x kBlockN: tile_needs_mask and Local per tile, and the key blocks each query block
-// visits, against the table. Key tiles from 0 while n0 < seqlen_kv, query tiles while m0 < seqlen_q; rows past
-// seqlen_q belong to their tile (the kernels compute the whole tile).
+// visits, against the table. Key tiles from 0 while n0 < seqlen_kv, query tiles while m0 < seqlen_q; rows
+// past seqlen_q belong to their tile (the kernels compute the whole tile).
 template <int kBlockM, int kBlockN, typename Mask>
 void check_tiles(const Mask& key_mask, const Case& c, const Visibility& v) {
   for (long long m0 = 0; m0 < c.seqlen_q; m0 += kBlockM)
@@ -363,7 +366,8 @@ TEST_CASE("mask_allows with a window follows the spec's bounds") {
   // The windowless form is the window (-1, -1).
   for (MaskKind mask : kMaskKinds)
     for (int i = 0; i < 6; ++i)
-      for (int j = 0; j < 6; ++j) CHECK(mask_allows(mask, i, j, 4, 6) == mask_allows(mask, i, j, 4, 6, -1, -1));
+      for (int j = 0; j < 6; ++j)
+        CHECK(mask_allows(mask, i, j, 4, 6) == mask_allows(mask, i, j, 4, 6, -1, -1));
 }
 
 TEST_CASE("window ranges at the int limit: the arithmetic past 2^31 is 64-bit") {

@@ -28,7 +28,8 @@ FLASHRTC_API std::size_t dtype_size(DType dtype);
 FLASHRTC_API std::string_view to_string(DType dtype);
 /// "none", "causal", "causal-br".
 FLASHRTC_API std::string_view to_string(MaskKind mask);
-/// Accepts the names above (and "float32"/"float16"/"bfloat16", "causal-tl"/"causal-bottom-right"); nullopt otherwise.
+/// Accepts the names above (and "float32"/"float16"/"bfloat16", "causal-tl"/"causal-bottom-right"); nullopt
+/// otherwise.
 FLASHRTC_API std::optional<DType> parse_dtype(std::string_view name);
 FLASHRTC_API std::optional<MaskKind> parse_mask(std::string_view name);
 
