@@ -11,6 +11,18 @@
 
 namespace flashrtc {
 
+// The device's min (the code the Hopper forward was measured with; a compare and select comes out in another
+// order), a plain one on the host.
+#ifdef __CUDACC_RTC__
+__device__ __forceinline__ long long smaller_key(long long a, long long b) {
+  return min(a, b);
+}
+#else
+constexpr long long smaller_key(long long a, long long b) {
+  return a < b ? a : b;
+}
+#endif
+
 template <kernel::Mask kMask, bool kWindow = false>
 struct KeyMask {
   static constexpr bool kCausal = kMask != kernel::Mask::kNone;
@@ -24,9 +36,9 @@ struct KeyMask {
   // The first key query `row` sees (the window's form; this mask hides no key before the last).
   FLASHRTC_DEVICE_INLINE constexpr long long first_visible(long long) const { return 0; }
   // The last key query `row` sees; below 0 when it sees none. hides(row, col) == (col > last_visible(row)).
-  FLASHRTC_DEVICE_INLINE constexpr long long last_visible(long long row) const {
+  FLASHRTC_DEVICE_INLINE long long last_visible(long long row) const {
     const long long last_key = static_cast<long long>(seqlen_kv) - 1;
-    return kCausal && row + diag < last_key ? row + diag : last_key;
+    return kCausal ? smaller_key(last_key, row + diag) : last_key;
   }
   // Whether the key tile [n0, n0 + block_n) hides any key from any query row at or after m0 (row m0 sees the
   // fewest keys): only such tiles pay for the mask.
