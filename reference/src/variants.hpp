@@ -8,24 +8,10 @@
 
 namespace flashrtc::reference::detail {
 
-/// The offset of the aligned diagonal: 0 under kCausalTopLeft, else seqlen_kv - seqlen_q (bottom-right).
-constexpr std::int64_t diagonal(MaskKind mask, std::int64_t seqlen_q, std::int64_t seqlen_kv) {
-  return mask == MaskKind::kCausalTopLeft ? 0 : seqlen_kv - seqlen_q;
-}
-
-/// True when key j (0 <= j < seqlen_kv) is visible to query i under the mask and the window bounds (-1:
-/// unbounded).
-constexpr bool visible(MaskKind mask, std::int64_t window_left, std::int64_t window_right, std::int64_t i,
-                       std::int64_t j, std::int64_t seqlen_q, std::int64_t seqlen_kv) {
-  const std::int64_t diag = i + diagonal(mask, seqlen_q, seqlen_kv);
-  if (mask != MaskKind::kNone && j > diag) return false;
-  if (window_left >= 0 && j < diag - window_left) return false;
-  if (window_right >= 0 && j > diag + window_right) return false;
-  return true;
-}
-
+/// Whether key j (0 <= j < seqlen_kv) is visible to query i: the library's own rule (flashrtc::mask_allows,
+/// the mask and the window bounds).
 inline bool visible(const Problem& p, std::int64_t i, std::int64_t j) {
-  return visible(p.mask, p.window_left, p.window_right, i, j, p.seqlen_q, p.seqlen_kv);
+  return mask_allows(p.mask, i, j, p.seqlen_q, p.seqlen_kv, p.window_left, p.window_right);
 }
 
 /// slope(b, h), 0 without ALiBi.
@@ -41,7 +27,7 @@ Real score(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i, std
     s = cap * std::tanh(raw / cap);
   }
   if (!p.alibi_slopes.empty()) {
-    const std::int64_t distance = i + diagonal(p.mask, p.seqlen_q, p.seqlen_kv) - j;
+    const std::int64_t distance = i + mask_diagonal(p.mask, p.seqlen_q, p.seqlen_kv) - j;
     s -= static_cast<Real>(alibi_slope(p, b, h)) * static_cast<Real>(distance < 0 ? -distance : distance);
   }
   return s;
