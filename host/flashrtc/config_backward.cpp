@@ -14,11 +14,13 @@ const char* backward_role(Operation op) {
     case Operation::kBackward:
     case Operation::kBackwardFused:
     case Operation::kBackwardVarlen:
+    case Operation::kBackwardFusedVarlen:
       return "main";
     case Operation::kBackwardDq:
     case Operation::kBackwardDqVarlen:
       return "dq";
     case Operation::kBackwardDqConvert:
+    case Operation::kBackwardDqConvertVarlen:
       return "dq_convert";
     default:
       break;
@@ -33,11 +35,13 @@ const char* backward_label(Operation op) {
     case Operation::kBackward:
     case Operation::kBackwardFused:
     case Operation::kBackwardVarlen:
+    case Operation::kBackwardFusedVarlen:
       return "main:";
     case Operation::kBackwardDq:
     case Operation::kBackwardDqVarlen:
       return "dQ pass:";
     case Operation::kBackwardDqConvert:
+    case Operation::kBackwardDqConvertVarlen:
       return "dQ convert:";
     default:
       break;
