@@ -232,10 +232,11 @@ class Varlen(unittest.TestCase):
                        f"graph replay, lengths {lengths_q} {lengths_k}")
 
     def grads_case(self, lengths_q, lengths_k, dtype, hq=4, hkv=2, d=64, causal=False, scale=None, seqused=None,
-                   pad=3):
+                   pad=3, deterministic=None):
         """loss.backward() through attention_varlen against autograd through the explicit reference in float64,
         within twice the same reference's error in the inputs' dtype plus eps x max|reference| (the rule of
-        test_autograd_gpu.py); pad rows past the last sequence of q and k get zero gradients."""
+        test_autograd_gpu.py); pad rows past the last sequence of q and k get zero gradients. Two runs give the
+        same bits unless deterministic is False."""
         g = self.g
         total_q, total_k = sum(lengths_q) + pad, sum(lengths_k) + pad
         q, k, v = (randn(n, h, d, dtype=dtype, generator=g) for n, h in ((total_q, hq), (total_k, hkv), (total_k, hkv)))
@@ -251,7 +252,7 @@ class Varlen(unittest.TestCase):
 
         def mine(*x):
             return flashrtc.attention_varlen(*x, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal,
-                                             softmax_scale=scale, seqused_k=used)
+                                             softmax_scale=scale, seqused_k=used, deterministic=deterministic)
 
         def math_in(*x):
             return reference(*x, cu_q, cu_k, causal=causal, scale=scale, seqused_k=used, dtype=x[0].dtype)[0]
@@ -265,7 +266,8 @@ class Varlen(unittest.TestCase):
         for name, m, m2, r, pe in zip(("o", "dq", "dk", "dv"), got, again, want, peer):
             if name == "o":  # o's rows past the sequences are never written (a new out: uninitialized)
                 m, m2, r, pe = (t[:sum(lengths_q)] for t in (m, m2, r, pe))
-            self.assertTrue(torch.equal(m, m2), f"{what}: {name} differs between two runs")
+            if deterministic is not False:
+                self.assertTrue(torch.equal(m, m2), f"{what}: {name} differs between two runs")
             err = (m.double() - r).abs().max().item()
             peer_err = (pe.double() - r).abs().max().item()
             eps_term = eps * max(r.abs().max().item(), 1e-3)
@@ -284,6 +286,16 @@ class Varlen(unittest.TestCase):
         self.grads_case((40, 17), (60, 30), torch.bfloat16, hq=6, hkv=1, scale=0.3, seqused=(45, 30))
         self.grads_case((300,), (300,), torch.float16, hq=2, hkv=2, d=128, causal=True, pad=0)
         self.grads_case(tuple(range(1, 18)) * 4, tuple(range(1, 18)) * 4, torch.bfloat16, causal=True)
+
+    def test_gradients_not_deterministic(self):
+        # From 2048 keys of max_seqlen_k (4096 causal) an H100/H200 runs the fused kernel (dq added in fp32 in no
+        # fixed order); a sequence with one key whose causal queries mostly see none, a short one, rows after.
+        for dtype in (torch.float16, torch.bfloat16):
+            for causal in (False, True):
+                self.grads_case((700, 1500, 3), (4200, 1, 300), dtype, hq=2, hkv=1, causal=causal,
+                                deterministic=False)
+        self.grads_case((600, 70), (2100, 65), torch.bfloat16, hq=4, hkv=2, d=128, seqused=(2000, 65),
+                        deterministic=False)
 
     def test_autograd_paths(self):
         g = self.g
