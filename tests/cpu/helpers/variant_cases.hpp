@@ -216,4 +216,22 @@ void check_c_variant_cases(const CParams& valid, Call&& call) {
   }
 }
 
+// A C backward's d_sinks: required with sinks (then refused as unserved), refused without them.
+template <typename CParams, typename Call>
+void check_c_sink_gradient_cases(const CParams& valid, Call&& call) {
+  const auto fails_with = [&](const CParams& p, flashrtc_status status, const char* name) {
+    CHECK(call(p) == status);
+    const std::string message = flashrtc_last_error();
+    INFO(message);
+    CHECK(message.find(name) != std::string::npos);
+  };
+  CParams p = valid;
+  p.variants.sinks = fake_floats(0xB00000);
+  fails_with(p, FLASHRTC_ERROR_INVALID_ARGUMENT, "d_sinks is null");
+  p.d_sinks = reinterpret_cast<float*>(0xC00000);
+  fails_with(p, FLASHRTC_ERROR_UNSUPPORTED, "attention sinks");
+  p.variants.sinks = nullptr;
+  fails_with(p, FLASHRTC_ERROR_INVALID_ARGUMENT, "d_sinks is set without");
+}
+
 }  // namespace flashrtc::test
