@@ -10,7 +10,8 @@
 //                adjacent key tiles are exactly one m16k16 A fragment), V by ldmatrix.trans.
 // K and V stream through swizzled shared-memory buffers by cp.async, one or two tiles of each (`stages`);
 // the schedule of each is described at the prologue below.
-// Causal blocks past the diagonal are never visited; masks apply only to tiles that cross it or the end.
+// Causal blocks past the diagonal (and a window's blocks outside it) are never visited; masks apply only to
+// tiles that cross its edges or the end.
 #include "flashrtc/cp_async.cuh"
 #include "flashrtc/element_types.cuh"
 #include "flashrtc/forward_block.cuh"
@@ -20,17 +21,25 @@
 #include "flashrtc/mma.cuh"
 #include "flashrtc/mma_forward_shape.cuh"
 #include "flashrtc/online_softmax.cuh"
+#include "flashrtc/score_mods.cuh"
 #include "flashrtc/varlen_sequence.cuh"
 
 namespace flashrtc {
 
-// kVarlen: the variable-length forward over the sequences of a packed call (docs/varlen.md): each block runs
-// its sequence's slice as a dense problem of the sequence's lengths (varlen_sequence.cuh). Without it none of
-// that is compiled: the dense kernel's code is the same as without the variant.
+// The kernel's body, for both kernel templates below. kVarlen: the variable-length forward over the sequences
+// of a packed call (docs/varlen.md): each block runs its sequence's slice as a dense problem of the
+// sequence's lengths (varlen_sequence.cuh). kVariants (kernel::kVariant* bits, args a VariantForwardParams):
+// a sliding window (key tiles outside it are never visited, tiles it crosses are masked) and a softcap
+// (applied to the scores before the mask: tanh would take a masked -inf to -1). Without them none of that is
+// compiled: the dense kernel's code is the same as without the variants.
 template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
-          bool kVarlen = false>
-__global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_forward_mma(const typename kernel::ForwardParamsOf<kVarlen>::type args) {
+          bool kVarlen, unsigned kVariants, typename Args>
+__device__ __forceinline__ void attention_forward_mma_body(const Args& args) {
+  static_assert(!kVarlen || kVariants == 0, "the varlen forward takes no variants");
+  static_assert((kVariants & ~(kernel::kVariantWindow | kernel::kVariantSoftcap)) == 0,
+                "the tensor-core forward computes windows and softcaps only");
+  constexpr bool kWindow = (kVariants & kernel::kVariantWindow) != 0;
+  constexpr bool kSoftcap = (kVariants & kernel::kVariantSoftcap) != 0;
   static_assert(sizeof(T) == 2, "the tensor-core kernel takes 16-bit inputs");
   constexpr MmaForwardShape kShape{kHeadDim, kBlockM, kBlockN, kWarps, kStages};
   static_assert(kShape.invalid_reason() == nullptr, "invalid tile for the tensor-core forward kernel");
@@ -82,7 +91,22 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       return p.seqlen_kv;
   };
   const long long m0 = block.m0;
-  const int num_n_blocks = block.num_n_blocks;
+  // The mask of a key tile, built where used (see below).
+  const auto key_mask = [&] {
+    if constexpr (kWindow)
+      return KeyMask<kMask, true>{seqlen_kv(), block.diag, args.window_left, args.window_right};
+    else
+      return KeyMask<kMask>{seqlen_kv(), block.diag};
+  };
+  // The key blocks the block visits: [first_n_block, first_n_block + num_n_blocks), from the first without a
+  // window.
+  int first_n_block = 0, num_n_blocks = block.num_n_blocks;
+  if constexpr (kWindow) {
+    const BlockRange range = key_blocks_seen<kBlockN>(key_mask(), m0, m0 + kBlockM);
+    first_n_block = range.begin;
+    num_n_blocks = range.end - range.begin;
+  }
+  const long long first_key = static_cast<long long>(first_n_block) * kBlockN;
   const T* q_ptr = block.q;
   const T* k_ptr = block.k;
   const T* v_ptr = block.v;
@@ -150,8 +174,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   // during S(n), K(n + 1) during softmax and P V(n); two barriers per tile. Two stages: each group is
   // {K(n), V(n)}, issued a whole tile ahead into the buffers the previous tile freed; one barrier per tile.
   load_tile(q_base, q_ptr, p.q_stride_seq, m0, seqlen_q(), kBlockM);
-  load_tile(k_base, k_ptr, p.k_stride_seq, 0, seqlen_kv(), kBlockN);
-  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, 0, seqlen_kv(), kBlockN);
+  load_tile(k_base, k_ptr, p.k_stride_seq, first_key, seqlen_kv(), kBlockN);
+  if constexpr (kStages == 2) load_tile(v_base, v_ptr, p.v_stride_seq, first_key, seqlen_kv(), kBlockN);
   cp_async_commit();
 
   const int warp_row0 = warp * 16 * kMT;  // first row of this warp's slices, relative to m0
@@ -191,7 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     const int stage = kStages == 1 ? 0 : n % kStages;
     const unsigned k_lane_stage = k_lane + stage * kShape.kv_stage_bytes();
     const unsigned v_lane_stage = v_lane + stage * kShape.kv_stage_bytes();
-    const long long n0 = static_cast<long long>(n) * kBlockN;
+    const long long n0 = first_key + static_cast<long long>(n) * kBlockN;
 
     cp_async_wait<0>();
     // K(n) (two stages: and V(n)) is visible, and every warp is done with tile n - 1: its buffers can refill.
@@ -259,14 +283,20 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
     // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
     // registers in the mask at d = 64, measured).
-    const KeyMask<kMask> mask{seqlen_kv(), block.diag};
-    const bool needs_mask = mask.tile_needs_mask(m0, n0, kBlockN);
+    // A softcap replaces the scale: its factors take q.k to the capped score in the log2 domain.
+    const auto mask = key_mask();
+    const bool needs_mask = mask.tile_needs_mask(m0, kBlockM, n0, kBlockN);
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] *= p.scale_log2;
+        for (int e = 0; e < 4; ++e) {
+          if constexpr (kSoftcap)
+            acc_s[mt][nt][e] = softcap_log2<true>({args.softcap_pre, args.softcap_post}, acc_s[mt][nt][e]);
+          else
+            acc_s[mt][nt][e] *= p.scale_log2;
+        }
     if (needs_mask) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -350,6 +380,24 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
   __syncthreads();
   store_rows(o_tile);
+}
+
+// The plain kernel, and (kVarlen) the variable-length one.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          bool kVarlen = false>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_forward_mma(const typename kernel::ForwardParamsOf<kVarlen>::type args) {
+  attention_forward_mma_body<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, kVarlen, 0u>(args);
+}
+
+// The kernel with attention variants (kVariants non-zero): an overload of its own, so that the plain kernel's
+// specializations keep their names and code. A Variants argument picks it; the plain one takes a bool there.
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, kernel::Mask kMask,
+          kernel::Variants kVariants>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    attention_forward_mma(const kernel::VariantForwardParams args) {
+  attention_forward_mma_body<T, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kMask, false,
+                             static_cast<unsigned>(kVariants)>(args);
 }
 
 }  // namespace flashrtc

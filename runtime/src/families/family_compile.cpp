@@ -23,6 +23,7 @@ const char* field_name(TemplateArg arg) {
     case TemplateArg::kMask: return "mask";
     case TemplateArg::kPersistent: return "persistent";
     case TemplateArg::kVarlen: return "varlen";
+    case TemplateArg::kVariants: return "variants";
   }
   return "unknown";
 }
@@ -32,6 +33,7 @@ nlohmann::json field_value(TemplateArg arg, const KernelSpec& spec, int value) {
   if (arg == TemplateArg::kMask) return std::string(to_string(spec.mask));
   if (arg == TemplateArg::kPersistent) return spec.persistent;
   if (arg == TemplateArg::kVarlen) return true;
+  if (arg == TemplateArg::kVariants) return spec.variants ? variants_text(spec.variants) : std::string("none");
   return value;
 }
 
