@@ -280,10 +280,10 @@ __device__ __forceinline__ void attention_forward_mma_body(const Args& args) {
       }
     }
 
-    // Scale first, then mask: a negative scale must not turn a masked -inf into +inf.
-    // Built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates saved to
-    // registers in the mask at d = 64, measured).
-    // A softcap replaces the scale: its factors take q.k to the capped score in the log2 domain.
+    // Scale first (or cap: the softcap's factors take q.k to the capped score in the log2 domain), then
+    // mask: a negative scale must not turn a masked -inf into +inf, nor tanh take it to -1.
+    // The mask is built per tile, not once at the top: hoisted, it moved ptxas's allocation (28 predicates
+    // saved to registers in the mask at d = 64, measured).
     const auto mask = key_mask();
     const bool needs_mask = mask.tile_needs_mask(m0, kBlockM, n0, kBlockN);
 #pragma unroll
