@@ -39,11 +39,15 @@ struct ForwardParams {
 // The attention variants a kernel specialization computes, a bit set (docs/variants.md; the host's
 // flashrtc::VariantBit has the same values). A kernel that takes them as a template argument takes them as
 // this type, so that its specializations never collide with another template argument's.
+// The bits are enumerators rather than constexpr variables: NVRTC emits those into every kernel's
+// constant sections.
 enum class Variants : unsigned {};
-constexpr unsigned kVariantWindow = 1u;   // a sliding window around the aligned diagonal
-constexpr unsigned kVariantSoftcap = 2u;  // scores pass through softcap * tanh(s / softcap)
-constexpr unsigned kVariantAlibi = 4u;    // reserved: ALiBi slopes
-constexpr unsigned kVariantSinks = 8u;    // reserved: attention sinks
+enum VariantBit : unsigned {
+  kVariantWindow = 1u,   // a sliding window around the aligned diagonal
+  kVariantSoftcap = 2u,  // scores pass through softcap * tanh(s / softcap)
+  kVariantAlibi = 4u,    // reserved: ALiBi slopes
+  kVariantSinks = 8u,    // reserved: attention sinks
+};
 
 // A forward with variants: the dense parameters and the variants' values. Fields of their own rather than of
 // ForwardParams: VarlenForwardParams embeds ForwardParams, and grown it would move every varlen kernel's

@@ -15,8 +15,9 @@ namespace flashrtc::detail {
 static_assert(static_cast<int>(kernel::Mask::kNone) == static_cast<int>(MaskKind::kNone));
 static_assert(static_cast<int>(kernel::Mask::kCausalTopLeft) == static_cast<int>(MaskKind::kCausalTopLeft));
 static_assert(static_cast<int>(kernel::Mask::kCausalBottomRight) == static_cast<int>(MaskKind::kCausalBottomRight));
-static_assert(kernel::kVariantWindow == kVariantWindow && kernel::kVariantSoftcap == kVariantSoftcap &&
-              kernel::kVariantAlibi == kVariantAlibi && kernel::kVariantSinks == kVariantSinks);
+static_assert(unsigned(kernel::kVariantWindow) == kVariantWindow &&
+              unsigned(kernel::kVariantSoftcap) == kVariantSoftcap &&
+              unsigned(kernel::kVariantAlibi) == kVariantAlibi && unsigned(kernel::kVariantSinks) == kVariantSinks);
 
 namespace {
 
