@@ -285,3 +285,22 @@ TEST_CASE(
     CHECK(job.info->resources.spill_load_bytes == 0);
   }
 }
+
+TEST_CASE("compile_kernel builds variants only on a family that computes them") {
+  test::ConfigOverride config(memory_only_config());
+  // No family named: the best family for sm_90a that computes them (the Hopper family does not).
+  KernelSpec spec{DType::kBFloat16, 64, MaskKind::kCausalTopLeft, {128, 64, 4, 2}};
+  spec.variants = kBoth;
+  const CompiledKernelInfo info = compile_kernel(spec, "sm_90a");
+  CHECK(contains(info.name_expression, "attention_forward_mma<"));
+  CHECK(contains(info.name_expression, "flashrtc::kernel::Variants(3u)>"));
+  // A family that does not compute them is refused, never compiled without them.
+  const KernelFamily* wgmma = find_kernel_family("wgmma");
+  REQUIRE(wgmma != nullptr);
+  spec.family = wgmma;
+  spec.tile =
+      wgmma->default_config(DType::kBFloat16, 64, MaskKind::kCausalTopLeft, kSmemBytesSm90, 0, "sm_90a");
+  const Error e = test::expect_error([&] { compile_kernel(spec, "sm_90a"); });
+  CHECK(e.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(e.what(), "wgmma family does not compute sliding window, softcap"));
+}

@@ -18,8 +18,7 @@ kernel::VariantForwardParams variant_forward_kernel_params(const CallPlan& plan,
 
 // KernelFamily::build_launch for those families: one thread block per work tile (the parameters with the
 // variants for a kernel compiled with some).
-void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape,
-                                KernelArgs& args);
+void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args);
 
 // The variable-length kernels' parameters for a packed call (docs/varlen.md): one work tile per (sequence,
 // head, query block of max_seqlen_q). Throws Error(kInvalidArgument) when the tiles would exceed 2^31 - 1.
