@@ -29,11 +29,14 @@ constexpr const char* kLsFormat =
     "%-16s %-14s %-5s %4s %-9s %-8s %2s %2s %-7s %4s %11s %5s %9s %8s %9s  %s%s\n";
 
 // What sets an entry apart beyond its columns: a persistent grid (the kernel field "persistent"; an entry
-// without one is the same tile on one block per work tile) and serialized wgmma.
+// without one is the same tile on one block per work tile), attention variants compiled in (the field
+// "variants", docs/variants.md) and serialized wgmma.
 std::string notes(const CacheEntry& e) {
   std::string text;
-  for (const auto& [name, value] : e.kernel_fields)
+  for (const auto& [name, value] : e.kernel_fields) {
     if (name == "persistent" && value == "true") text += "  persistent";
+    if (name == "variants" && value != "none") text += "  variants: " + value;
+  }
   if (e.resources.wgmma_serialized) text += "  wgmma serialized";
   return text;
 }

@@ -36,6 +36,28 @@ struct ForwardParams {
   int whole_tiles, split_key_tiles, split_run, split_longer_runs;
 };
 
+// The attention variants a kernel specialization computes, a bit set (docs/variants.md; the host's
+// flashrtc::VariantBit has the same values). A kernel that takes them as a template argument takes them as
+// this type, so that its specializations never collide with another template argument's.
+// The bits are enumerators rather than constexpr variables: NVRTC emits those into every kernel's
+// constant sections.
+enum class Variants : unsigned {};
+enum VariantBit : unsigned {
+  kVariantWindow = 1u,   // a sliding window around the aligned diagonal
+  kVariantSoftcap = 2u,  // scores pass through softcap * tanh(s / softcap)
+  kVariantAlibi = 4u,    // reserved: ALiBi slopes
+  kVariantSinks = 8u,    // reserved: attention sinks
+};
+
+// A forward with variants: the dense parameters and the variants' values. Fields of their own rather than of
+// ForwardParams: VarlenForwardParams embeds ForwardParams, and grown it would move every varlen kernel's
+// parameters (and change their code).
+struct VariantForwardParams {
+  ForwardParams dense;
+  int window_left, window_right;    // keys visible either side of the diagonal; -1: unbounded on that side
+  float softcap_pre, softcap_post;  // softcap_factors (score_mods.cuh); unused without kVariantSoftcap
+};
+
 // The variable-length forward's parameters (docs/varlen.md): the dense ones over the packed tensors, with one
 // "batch" per sequence (batch strides 0), seqlen_q and seqlen_kv the host's max_seqlen_q and max_seqlen_k and
 // num_m_blocks of max_seqlen_q; and the device arrays a block reads its sequence's bounds from, clamped into

@@ -28,6 +28,9 @@ __device__ __forceinline__ const ForwardParams& dense_params(const ForwardParams
 __device__ __forceinline__ const ForwardParams& dense_params(const VarlenForwardParams& p) {
   return p.dense;
 }
+__device__ __forceinline__ const ForwardParams& dense_params(const VariantForwardParams& p) {
+  return p.dense;
+}
 
 // The parameter struct of a backward kernel: the variable-length variant takes the packed call's.
 template <bool kVarlen>

@@ -719,8 +719,10 @@ TEST_CASE("C API: flashrtc_attention_varlen_forward refuses invalid calls, sayin
 
 TEST_CASE(
     "C API: the variants of the forward, KV-cache and varlen calls are checked, and refused until served") {
+  // The forward's windows and softcaps are served (test_variants_forward.cpp).
   flashrtc::test::check_c_variant_cases(
-      valid_c_params(), [](const flashrtc_forward_params& p) { return flashrtc_attention_forward(&p); });
+      valid_c_params(), [](const flashrtc_forward_params& p) { return flashrtc_attention_forward(&p); },
+      flashrtc::kVariantWindow | flashrtc::kVariantSoftcap);
   flashrtc::test::check_c_variant_cases(valid_kvcache_params(), [](const flashrtc_kvcache_params& p) {
     return flashrtc_attention_with_kvcache(&p);
   });

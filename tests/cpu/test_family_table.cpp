@@ -113,9 +113,16 @@ TEST_CASE("the name expression follows the family's template-argument list") {
         "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, "
         "flashrtc::kernel::Mask::kCausalBottomRight>");
   int values[kMaxTemplateArgs];
-  REQUIRE(mma.template_arg_values(spec, values) == 7);
+  REQUIRE(mma.template_arg_values(spec, values) == 8);  // the last: the variants, none here
   CHECK(values[1] == 128);
   CHECK(values[6] == static_cast<int>(MaskKind::kCausalBottomRight));
+  CHECK(values[7] == 0);
+  // With variants, the kernel's overload that takes them.
+  KernelSpec window = spec;
+  window.variants = kVariantWindow;
+  CHECK(mma.name_expression(window) ==
+        "flashrtc::attention_forward_mma<flashrtc::bfloat16_t, 128, 128, 64, 4, 2, "
+        "flashrtc::kernel::Mask::kCausalBottomRight, flashrtc::kernel::Variants(1u)>");
 }
 
 TEST_CASE("the Hopper family's grid: persistent under every mask; a rule's key-length bound") {

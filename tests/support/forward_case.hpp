@@ -37,6 +37,8 @@ struct ForwardCase {
   // Capture the call into a CUDA graph on `stream` (required) and replay it twice instead of launching it.
   bool via_graph = false;
   std::uint64_t seed = 1;
+  // The call's window and softcap, given to the reference too (docs/variants.md).
+  AttentionVariants variants;
 
   std::string describe() const {
     return std::string(to_string(dtype)) + " d=" + std::to_string(head_dim) + " mask=" + std::string(to_string(mask)) +
@@ -44,7 +46,11 @@ struct ForwardCase {
            " Nq=" + std::to_string(seqlen_q) + " Nk=" + std::to_string(seqlen_kv) +
            (layout == Layout::kBnhd ? " bnhd" : " bhnd") + (row_pad ? " pad=" + std::to_string(row_pad) : "") +
            (config ? " " + to_string(*config) : "") + (stream ? " stream" : "") +
-           (via_graph ? " graph" : "");
+           (via_graph ? " graph" : "") +
+           (variants.window_left != -1 || variants.window_right != -1
+                ? " window=(" + std::to_string(variants.window_left) + "," + std::to_string(variants.window_right) + ")"
+                : "") +
+           (variants.softcap > 0.f ? " softcap=" + std::to_string(variants.softcap) : "");
   }
 };
 
@@ -182,6 +188,7 @@ inline CaseResult run_forward_case(const ForwardCase& c) {
   p.mask = c.mask;
   p.stream = c.stream;
   p.config = c.config;
+  p.variants = c.variants;
   if (c.via_graph) {
     replay_in_graph([&] { attention_forward(p); }, static_cast<CUstream>(c.stream));
   } else {
@@ -204,6 +211,9 @@ inline CaseResult run_forward_case(const ForwardCase& c) {
   problem.head_dim = c.head_dim;
   problem.mask = c.mask;
   problem.scale = c.scale;
+  problem.window_left = c.variants.window_left;
+  problem.window_right = c.variants.window_right;
+  problem.softcap = c.variants.softcap;
 
   // Reference outputs in [B, Hq, Nq, d] order, and the kernel's output gathered into the same order.
   const std::int64_t rows = c.batch * c.heads_q * c.seqlen_q;

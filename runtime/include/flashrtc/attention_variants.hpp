@@ -2,8 +2,8 @@
 /// Built-in attention variants: sliding window, logit softcap, ALiBi and attention sinks, a member `variants`
 /// of every call's parameters (attention_params.hpp, varlen_params.hpp, kvcache_params.hpp). Argument names
 /// follow FlashAttention's (window_size = (left, right), softcap, alibi_slopes) where it has them. The
-/// defaults are "off"; docs/variants.md says which calls a kernel serves (none yet: a call with any() is
-/// refused with ErrorCode::kUnsupported naming the variant, never run without it).
+/// defaults are "off"; docs/variants.md says which calls a kernel serves (a call with a variant no kernel of
+/// its operation serves is refused with ErrorCode::kUnsupported naming the variant, never run without it).
 ///
 /// Query i and key j count from their sequence's start (0-based); Nq and Nk are the sequence's lengths (of a
 /// KV cache: Nk is the sequence's length after the append); b is the batch (sequence) and h the query head.
@@ -52,5 +52,21 @@ struct AttentionVariants {
            alibi_stride_batch != 0 || sinks != nullptr;
   }
 };
+
+/// The variants a kernel computes, a bit set: a call's (variant_bits), a kernel specialization's
+/// (KernelSpec::variants, compiled in) and the ones a family serves (KernelFamily::serves_variants).
+enum VariantBit : unsigned {
+  kVariantWindow = 1u << 0,   ///< window_left or window_right set (not -1)
+  kVariantSoftcap = 1u << 1,  ///< softcap > 0
+  kVariantAlibi = 1u << 2,    ///< alibi_slopes set
+  kVariantSinks = 1u << 3,    ///< sinks set
+};
+
+/// The VariantBit bits of a call's variants.
+inline unsigned variant_bits(const AttentionVariants& v) {
+  return (v.window_left != -1 || v.window_right != -1 ? kVariantWindow : 0u) |
+         (v.softcap > 0.f ? kVariantSoftcap : 0u) | (v.alibi_slopes ? kVariantAlibi : 0u) |
+         (v.sinks ? kVariantSinks : 0u);
+}
 
 }  // namespace flashrtc

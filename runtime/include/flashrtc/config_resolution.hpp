@@ -63,12 +63,15 @@ struct ConfigQuery {
   std::optional<TileConfig> explicit_config;
   Operation operation = Operation::kForward;
   unsigned traits = kAllCallTraits;  ///< CallTrait bits of the call's tensors (kernel_family.hpp)
+  /// VariantBit bits of the call's variants (variant_bits): only a family that serves them all runs the call,
+  /// and its kernel is compiled with them. Not part of the tile: tuned and FLASHRTC_CONFIG tiles apply alike.
+  unsigned variants = 0;
 
   /// Every field compared: the memo of resolved calls is keyed by the query itself.
   bool operator==(const ConfigQuery& o) const {
     return operation == o.operation && dtype == o.dtype && head_dim == o.head_dim && mask == o.mask &&
            seqlen_q == o.seqlen_q && seqlen_kv == o.seqlen_kv && explicit_config == o.explicit_config &&
-           traits == o.traits;
+           traits == o.traits && variants == o.variants;
   }
   /// The same query with each length replaced by its bucket.
   FLASHRTC_API ConfigQuery bucketed() const;

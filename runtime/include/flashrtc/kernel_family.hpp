@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flashrtc/attention_variants.hpp"
 #include "flashrtc/export.hpp"
 #include "flashrtc/kernel_launch.hpp"
 #include "flashrtc/tile.hpp"
@@ -71,7 +72,9 @@ FLASHRTC_API std::string call_traits_text(unsigned missing);
 /// One template parameter of a family's kernel; a family lists them in the kernel's order. kPersistent is a
 /// bool: whether the grid is persistent (KernelFamily::persistent decides it per call). kVarlen is a bool,
 /// always true: the kernel's variable-length variant (a family of a varlen Operation sharing a dense
-/// family's kernel template lists it; the dense family leaves it at its default, false).
+/// family's kernel template lists it; the dense family leaves it at its default, false). kVariants is the
+/// spec's VariantBit set as a flashrtc::kernel::Variants value, given only when non-zero (last in the list:
+/// the kernel's plain specializations keep their name expressions, docs/variants.md).
 enum class TemplateArg : int {
   kElementType,
   kHeadDim,
@@ -81,7 +84,8 @@ enum class TemplateArg : int {
   kStages,
   kMask,
   kPersistent,
-  kVarlen
+  kVarlen,
+  kVariants
 };
 inline constexpr int kMaxTemplateArgs = 12;
 
@@ -98,6 +102,9 @@ struct KernelSpec {
   /// A persistent grid (one block per SM taking tiles in turn) rather than one block per work tile: for a
   /// kernel that takes TemplateArg::kPersistent, as KernelFamily::runs_persistent decides for a call.
   bool persistent = false;
+  /// The attention variants compiled in (VariantBit bits): for a kernel that takes TemplateArg::kVariants,
+  /// the call's, which its family serves (KernelFamily::serves_variants); 0 elsewhere.
+  unsigned variants = 0;
 };
 
 /// A resolved call, immutable: the family, its spec (tile from config resolution), the arch it is compiled
@@ -127,6 +134,9 @@ struct KernelFamily {
   int priority = 0;                  ///< where several families serve a call, the highest wins
   int min_head_dim = 8, max_head_dim = kMaxHeadDim, head_dim_multiple = 8;
   unsigned needs_traits = 0;  ///< CallTrait bits a call must have
+  /// The VariantBit bits it computes (its kernel takes TemplateArg::kVariants); a call with others runs on
+  /// the next family.
+  unsigned serves_variants = 0;
 
   std::string header;           ///< include path under kernel_sources/, e.g. "flashrtc/attention_forward_mma.cuh"
   std::string header_source;    ///< the header's text for families registered from outside kernel_sources/
@@ -251,20 +261,24 @@ FLASHRTC_API const KernelFamily* find_kernel_family(std::string_view name);
 FLASHRTC_API std::string check_config_any_family(Operation op, DType dtype, int head_dim, const TileConfig& config,
                                                  std::size_t smem_limit_bytes);
 
+/// "sliding window, softcap" for the VariantBit bits in variants.
+FLASHRTC_API std::string variants_text(unsigned variants);
+
 /// The family a call runs on, and why each better-ranked family was passed over.
 struct FamilyChoice {
   const KernelFamily* family = nullptr;
   std::vector<std::string> passed_over;  ///< "mma-hopper: needs sm_90a, not sm_80"
 };
 /// The highest-priority family of op that serves dtype and head_dim on arch (empty: judged as sm_80) for a
-/// call with these CallTrait bits (all of them: a query without tensors). Throws Error(kUnsupported) listing
-/// every family's reason when none does.
+/// call with these CallTrait bits (all of them: a query without tensors) and these VariantBit bits (all of
+/// them served). Throws Error(kUnsupported) listing every family's reason when none does.
 FLASHRTC_API FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch,
-                                               unsigned traits = kAllCallTraits);
+                                               unsigned traits = kAllCallTraits, unsigned variants = 0);
 /// Every family select_kernel_family could return for these arguments, best first (empty when none serves).
 FLASHRTC_API std::vector<const KernelFamily*> serving_kernel_families(Operation op, DType dtype, int head_dim,
                                                                        std::string_view arch,
-                                                                       unsigned traits = kAllCallTraits);
+                                                                       unsigned traits = kAllCallTraits,
+                                                                       unsigned variants = 0);
 /// The family select_kernel_family picks on sm_80: what every GPU flashrtc targets runs.
 FLASHRTC_API const KernelFamily& portable_family(Operation op, DType dtype, int head_dim = 64);
 /// spec.family, or the portable family for spec.dtype when it is null.

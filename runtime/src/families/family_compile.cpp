@@ -23,6 +23,7 @@ const char* field_name(TemplateArg arg) {
     case TemplateArg::kMask: return "mask";
     case TemplateArg::kPersistent: return "persistent";
     case TemplateArg::kVarlen: return "varlen";
+    case TemplateArg::kVariants: return "variants";
   }
   return "unknown";
 }
@@ -32,6 +33,7 @@ nlohmann::json field_value(TemplateArg arg, const KernelSpec& spec, int value) {
   if (arg == TemplateArg::kMask) return std::string(to_string(spec.mask));
   if (arg == TemplateArg::kPersistent) return spec.persistent;
   if (arg == TemplateArg::kVarlen) return true;
+  if (arg == TemplateArg::kVariants) return spec.variants ? variants_text(spec.variants) : std::string("none");
   return value;
 }
 
@@ -58,6 +60,9 @@ CompileRequest family_compile_request(const KernelSpec& spec, const std::string&
   if (!family.serves_dtype(spec.dtype))
     throw Error(ErrorCode::kInvalidArgument,
                 "dtype=" + std::string(to_string(spec.dtype)) + ": the " + family.name + " family does not take it");
+  if (spec.variants & ~family.serves_variants)
+    throw Error(ErrorCode::kInvalidArgument, "variants: the " + family.name + " family does not compute " +
+                                                 variants_text(spec.variants & ~family.serves_variants));
   // Every GPU's limit is checked at launch; here only whether any GPU could hold the tile.
   const std::string reason = family.check_config(spec.dtype, spec.head_dim, spec.tile, kSmemBytesSm90);
   if (!reason.empty()) throw Error(ErrorCode::kInvalidArgument, "tile config: " + reason);
@@ -104,8 +109,11 @@ CompiledKernelInfo compile_kernel(const KernelSpec& spec, const std::string& arc
                   "head_dim=" + std::to_string(spec.head_dim) + ": must be a multiple of 8 from 8 to 256");
     // The best family for arch that can build the tile (as for a call with an explicit tile); none: the
     // best family, whose check names what is wrong.
-    bound.family = select_kernel_family(Operation::kForward, spec.dtype, spec.head_dim, arch).family;
-    for (const KernelFamily* family : serving_kernel_families(Operation::kForward, spec.dtype, spec.head_dim, arch))
+    bound.family =
+        select_kernel_family(Operation::kForward, spec.dtype, spec.head_dim, arch, kAllCallTraits, spec.variants)
+            .family;
+    for (const KernelFamily* family :
+         serving_kernel_families(Operation::kForward, spec.dtype, spec.head_dim, arch, kAllCallTraits, spec.variants))
       if (family->check_config(spec.dtype, spec.head_dim, spec.tile, kSmemBytesSm90).empty()) {
         bound.family = family;
         break;

@@ -230,6 +230,7 @@ int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMax
       case TemplateArg::kMask: values[n] = static_cast<int>(spec.mask); break;
       case TemplateArg::kPersistent: values[n] = spec.persistent ? 1 : 0; break;
       case TemplateArg::kVarlen: values[n] = 1; break;
+      case TemplateArg::kVariants: values[n] = static_cast<int>(spec.variants); break;
     }
     ++n;
   }
@@ -239,6 +240,7 @@ int KernelFamily::template_arg_values(const KernelSpec& spec, int (&values)[kMax
 std::string KernelFamily::name_expression(const KernelSpec& spec) const {
   std::string text = kernel_template + "<";
   for (std::size_t i = 0; i < template_args.size(); ++i) {
+    if (template_args[i] == TemplateArg::kVariants && spec.variants == 0) continue;  // the plain kernel
     if (i) text += ", ";
     switch (template_args[i]) {
       case TemplateArg::kElementType: text += dtype_name_in_kernel(spec.dtype); break;
@@ -250,6 +252,7 @@ std::string KernelFamily::name_expression(const KernelSpec& spec) const {
       case TemplateArg::kMask: text += mask_name_in_kernel(spec.mask); break;
       case TemplateArg::kPersistent: text += spec.persistent ? "true" : "false"; break;
       case TemplateArg::kVarlen: text += "true"; break;
+      case TemplateArg::kVariants: text += "flashrtc::kernel::Variants(" + std::to_string(spec.variants) + "u)"; break;
     }
   }
   return text + ">";
@@ -281,6 +284,18 @@ std::string check_config_any_family(Operation op, DType dtype, int head_dim, con
   return first_reason;
 }
 
+std::string variants_text(unsigned variants) {
+  std::string text;
+  const auto add = [&](unsigned bit, const char* name) {
+    if (variants & bit) text += (text.empty() ? "" : ", ") + std::string(name);
+  };
+  add(kVariantWindow, "sliding window");
+  add(kVariantSoftcap, "softcap");
+  add(kVariantAlibi, "ALiBi");
+  add(kVariantSinks, "attention sinks");
+  return text;
+}
+
 std::string call_traits_text(unsigned missing) {
   std::string text;
   if (missing & kCallTmaStrides)
@@ -293,7 +308,7 @@ namespace {
 
 // Why family cannot take the call, or empty.
 std::string family_mismatch(const KernelFamily& family, DType dtype, int head_dim, std::string_view arch,
-                            unsigned traits) {
+                            unsigned traits, unsigned variants) {
   if (!family.serves_dtype(dtype)) return "does not take " + std::string(to_string(dtype));
   if (!family.serves_head_dim(head_dim))
     return "head_dim=" + std::to_string(head_dim) + " is outside its range (multiples of " +
@@ -301,6 +316,8 @@ std::string family_mismatch(const KernelFamily& family, DType dtype, int head_di
            std::to_string(family.max_head_dim) + ")";
   std::string why = family.arch_mismatch(arch);
   if (why.empty() && (family.needs_traits & ~traits)) why = "needs " + call_traits_text(family.needs_traits & ~traits);
+  if (why.empty() && (variants & ~family.serves_variants))
+    why = "does not compute " + variants_text(variants & ~family.serves_variants);
   return why;
 }
 
@@ -316,10 +333,11 @@ std::vector<const KernelFamily*> families_by_priority(Operation op) {
 
 }  // namespace
 
-FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch, unsigned traits) {
+FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::string_view arch, unsigned traits,
+                                  unsigned variants) {
   FamilyChoice choice;
   for (const KernelFamily* family : families_by_priority(op)) {
-    const std::string why = family_mismatch(*family, dtype, head_dim, arch, traits);
+    const std::string why = family_mismatch(*family, dtype, head_dim, arch, traits, variants);
     if (why.empty()) {
       choice.family = family;
       return choice;
@@ -335,10 +353,11 @@ FamilyChoice select_kernel_family(Operation op, DType dtype, int head_dim, std::
 }
 
 std::vector<const KernelFamily*> serving_kernel_families(Operation op, DType dtype, int head_dim,
-                                                         std::string_view arch, unsigned traits) {
+                                                         std::string_view arch, unsigned traits,
+                                                         unsigned variants) {
   std::vector<const KernelFamily*> serving;
   for (const KernelFamily* family : families_by_priority(op))
-    if (family_mismatch(*family, dtype, head_dim, arch, traits).empty()) serving.push_back(family);
+    if (family_mismatch(*family, dtype, head_dim, arch, traits, variants).empty()) serving.push_back(family);
   return serving;
 }
 

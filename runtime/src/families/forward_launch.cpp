@@ -1,17 +1,31 @@
 #include "families/forward_launch.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "flashrtc/attention_params.hpp"
 #include "flashrtc/error.hpp"
 #include "flashrtc/forward_params.cuh"
+#include "flashrtc/score_mods.cuh"
 
 namespace flashrtc::detail {
 
 static_assert(static_cast<int>(kernel::Mask::kNone) == static_cast<int>(MaskKind::kNone));
 static_assert(static_cast<int>(kernel::Mask::kCausalTopLeft) == static_cast<int>(MaskKind::kCausalTopLeft));
 static_assert(static_cast<int>(kernel::Mask::kCausalBottomRight) == static_cast<int>(MaskKind::kCausalBottomRight));
+static_assert(unsigned(kernel::kVariantWindow) == kVariantWindow &&
+              unsigned(kernel::kVariantSoftcap) == kVariantSoftcap &&
+              unsigned(kernel::kVariantAlibi) == kVariantAlibi && unsigned(kernel::kVariantSinks) == kVariantSinks);
+
+namespace {
+
+double softmax_scale(const ForwardParams& p) {
+  return p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+}
+
+}  // namespace
 
 kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardParams& p) {
   const std::int64_t num_m_blocks = (p.seqlen_q + plan.spec.tile.block_m - 1) / plan.spec.tile.block_m;
@@ -39,16 +53,42 @@ kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardP
   k.causal_chunk = 1;
   k.whole_tiles = k.num_blocks;
   k.split_key_tiles = k.split_run = k.split_longer_runs = 0;
-  const double scale = p.softmax_scale ? *p.softmax_scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  k.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  k.scale_log2 = static_cast<float>(softmax_scale(p) * 1.4426950408889634);
+  return k;
+}
+
+kernel::VariantForwardParams variant_forward_kernel_params(const CallPlan& plan, const ForwardParams& p) {
+  kernel::VariantForwardParams k{};
+  k.dense = forward_kernel_params(plan, p);
+  // Past every row and key either way (lengths are ints): the same keys as the call's wider window.
+  const auto window = [](std::int64_t w) {
+    return static_cast<int>(std::min<std::int64_t>(w, std::numeric_limits<int>::max()));
+  };
+  k.window_left = window(p.variants.window_left);
+  k.window_right = window(p.variants.window_right);
+  if (p.variants.softcap > 0.f) {
+    const Softcap cap = softcap_factors(softmax_scale(p), p.variants.softcap);
+    k.softcap_pre = cap.pre;
+    k.softcap_post = cap.post;
+  }
   return k;
 }
 
 void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args) {
-  const kernel::ForwardParams k = forward_kernel_params(plan, *static_cast<const ForwardParams*>(op_params));
-  shape.grid[0] = static_cast<unsigned>(k.num_blocks);
-  shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  const ForwardParams& p = *static_cast<const ForwardParams*>(op_params);
+  const auto set_shape = [&](const kernel::ForwardParams& k) {
+    shape.grid[0] = static_cast<unsigned>(k.num_blocks);
+    shape.block[0] = static_cast<unsigned>(plan.threads);
+    shape.dynamic_smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  };
+  if (plan.spec.variants) {
+    const kernel::VariantForwardParams k = variant_forward_kernel_params(plan, p);
+    set_shape(k.dense);
+    args.push(k);
+    return;
+  }
+  const kernel::ForwardParams k = forward_kernel_params(plan, p);
+  set_shape(k);
   args.push(k);
 }
 

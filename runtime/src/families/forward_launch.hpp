@@ -12,7 +12,12 @@ namespace flashrtc::detail {
 // Throws Error(kInvalidArgument) when the tiles would exceed 2^31 - 1.
 kernel::ForwardParams forward_kernel_params(const CallPlan& plan, const ForwardParams& p);
 
-// KernelFamily::build_launch for those families: one thread block per work tile.
+// Those parameters with the call's attention variants, for a kernel compiled with plan.spec.variants
+// (docs/variants.md): windows clamped into int (a wider one is no window), the softcap as softcap_factors.
+kernel::VariantForwardParams variant_forward_kernel_params(const CallPlan& plan, const ForwardParams& p);
+
+// KernelFamily::build_launch for those families: one thread block per work tile (the parameters with the
+// variants for a kernel compiled with some).
 void build_forward_block_launch(const CallPlan& plan, const void* op_params, LaunchShape& shape, KernelArgs& args);
 
 // The variable-length kernels' parameters for a packed call (docs/varlen.md): one work tile per (sequence,

@@ -24,7 +24,10 @@ KernelFamily describe() {
   f.priority = 10;
   f.header = "flashrtc/attention_forward_mma.cuh";
   f.kernel_template = "flashrtc::attention_forward_mma";
+  // Windows and softcaps (docs/variants.md): the dense kernel compiles them in as its last template argument.
   f.template_args = attention_template_args();
+  f.template_args.push_back(TemplateArg::kVariants);
+  f.serves_variants = kVariantWindow | kVariantSoftcap;
   f.tile_axes = {{32, 64, 128, 256}, {16, 32, 48, 64, 96, 128}, {2, 4, 8}, {1, 2}};
   // bf16 on an H200 at the standard grid's B = 16384 / N, H = 2048 / d, N = 4096 (docs/performance-history.md). 4
   // warps of 32 query rows each, two blocks per SM, K and V double buffered. Every default compiles within
@@ -72,7 +75,9 @@ const KernelFamily& forward_varlen_mma_family() {
     KernelFamily f = describe();
     f.name = "varlen-mma";
     f.operation = Operation::kForwardVarlen;
+    f.template_args = attention_template_args();
     f.template_args.push_back(TemplateArg::kVarlen);
+    f.serves_variants = 0;  // the varlen forward computes no variant yet
     f.build_launch = build_varlen_forward_launch;
     for (KernelFamily::DefaultRow& row : f.defaults) {
       if (row.max_head_dim == 64) {

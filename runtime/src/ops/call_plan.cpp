@@ -36,6 +36,7 @@ struct MemoKeyHash {
     mix(static_cast<std::size_t>(q.seqlen_q));
     mix(static_cast<std::size_t>(q.seqlen_kv));
     mix(static_cast<std::size_t>(q.operation));
+    mix(static_cast<std::size_t>(q.variants));
     if (q.explicit_config) mix(static_cast<std::size_t>(q.explicit_config->block_m * 131 + q.explicit_config->block_n));
     return h;
   }

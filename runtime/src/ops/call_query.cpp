@@ -6,8 +6,10 @@
 namespace flashrtc {
 
 ConfigQuery config_query(const ForwardParams& p) {
-  return {p.dtype,        static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward,
-          detail::forward_call_traits(p)};
+  ConfigQuery q{p.dtype,  static_cast<int>(p.head_dim), p.mask, p.seqlen_q, p.seqlen_kv, p.config, Operation::kForward,
+                detail::forward_call_traits(p)};
+  q.variants = variant_bits(p.variants);
+  return q;
 }
 
 ConfigQuery config_query(const BackwardParams& p, Operation op) {

@@ -61,21 +61,27 @@ void check_variants(const AttentionVariants& v, std::int64_t heads_q, const floa
 }
 
 void require_served_variants(const AttentionVariants& v, Operation op) {
-  // No kernel serves a variant yet: each is refused by name rather than run without it.
+  // A variant that no family of op computes is refused by name rather than run without it; one that some
+  // family computes is left to family selection, which passes over the families that do not (and names the
+  // variant where none of them serves the call's arch, dtype and head dim).
+  unsigned served = 0;
+  for (const KernelFamily* family : kernel_families())
+    if (family->operation == op) served |= family->serves_variants;
   const auto refuse = [op](const std::string& what) {
     throw Error(ErrorCode::kUnsupported, what + ": no " + to_string(op) +
                                              " kernel serves this attention variant yet (docs/variants.md)");
   };
-  if (v.window_left != -1 || v.window_right != -1)
+  const unsigned missing = variant_bits(v) & ~served;
+  if (missing & kVariantWindow)
     refuse("sliding window (window_left=" + std::to_string(v.window_left) +
            ", window_right=" + std::to_string(v.window_right) + ")");
-  if (v.softcap != 0.f) {
+  if (missing & kVariantSoftcap) {
     std::ostringstream s;
     s << "softcap=" << v.softcap;
     refuse(s.str());
   }
-  if (v.alibi_slopes) refuse("ALiBi (alibi_slopes)");
-  if (v.sinks) refuse("attention sinks (sinks)");
+  if (missing & kVariantAlibi) refuse("ALiBi (alibi_slopes)");
+  if (missing & kVariantSinks) refuse("attention sinks (sinks)");
 }
 
 }  // namespace flashrtc::detail

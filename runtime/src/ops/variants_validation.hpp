@@ -14,8 +14,9 @@ void check_variants(const AttentionVariants& variants, std::int64_t heads_q);
 // A backward's: the above, and d_sinks given (4-byte aligned) exactly when sinks are.
 void check_variants(const AttentionVariants& variants, std::int64_t heads_q, const float* d_sinks);
 
-// Throws Error(kUnsupported) naming the first variant that no kernel of op serves. The one place that says
-// which variants run: relaxed per operation as kernels learn them. Call after check_variants.
+// Throws Error(kUnsupported) naming the first variant that no kernel family of op serves
+// (KernelFamily::serves_variants); family selection then picks one that serves the call's. Call after
+// check_variants.
 void require_served_variants(const AttentionVariants& variants, Operation op);
 
 }  // namespace flashrtc::detail

@@ -71,7 +71,8 @@ void warn_stale_once(const TuningKey& key, const TileConfig& config, const std::
 // check then reports why the tile cannot run. tile_of(family) is the tile the call would run there.
 template <typename TileOf>
 FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, FamilyChoice best, TileOf tile_of) {
-  for (const KernelFamily* family : serving_kernel_families(q.operation, q.dtype, q.head_dim, target.arch, q.traits))
+  for (const KernelFamily* family :
+       serving_kernel_families(q.operation, q.dtype, q.head_dim, target.arch, q.traits, q.variants))
     if (family->check_config(q.dtype, q.head_dim, tile_of(*family), kSmemBytesSm90).empty()) {
       if (family != best.family) best.passed_over.push_back(best.family->name + ": cannot build the requested tile");
       best.family = family;
@@ -82,7 +83,7 @@ FamilyChoice family_for_tile(const ConfigQuery& q, const DeviceTarget& target, F
 
 ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool explain) {
   ConfigResolution r;
-  FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch, q.traits);
+  FamilyChoice choice = select_kernel_family(q.operation, q.dtype, q.head_dim, target.arch, q.traits, q.variants);
   // FLASHRTC_CONFIG names a forward tile; the other operations' kernels have tiles of their own.
   const TileOverride override_fields =
       q.explicit_config || q.operation != Operation::kForward
@@ -168,6 +169,8 @@ ConfigResolution resolve(const ConfigQuery& q, const DeviceTarget& target, bool 
 KernelSpec call_kernel_spec(const ConfigQuery& query, const ConfigResolution& resolution) {
   KernelSpec spec{query.dtype, query.head_dim, query.mask, resolution.config, resolution.family};
   spec.persistent = resolution.family && resolution.family->runs_persistent(query.mask, query.seqlen_kv);
+  // The family serves the call's variants (resolution picked it for them); one that takes none compiles none.
+  if (resolution.family && resolution.family->takes(TemplateArg::kVariants)) spec.variants = query.variants;
   return spec;
 }
 
