@@ -269,7 +269,7 @@ for (int n = 0; n < num_n_blocks; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if constexpr (kSoftcap)
-          acc_s[mt][nt][e] = softcap_log2<true>({args.softcap_pre, args.softcap_post}, acc_s[mt][nt][e]);
+          acc_s[mt][nt][e] = softcap_log2<false>({args.softcap_pre, args.softcap_post}, acc_s[mt][nt][e]);
         else
           acc_s[mt][nt][e] *= p.scale_log2;
       }

@@ -323,6 +323,7 @@ class Varlen(unittest.TestCase):
     def test_opcheck(self):
         """torch.library.opcheck: the schema (nothing written), the fake against the real outputs, tracing
         under AOT dispatch. Every row belongs to a sequence, so every output entry is written."""
+        import flashrtc._torch_ops  # noqa: F401  the operators register on import (any earlier test may not have)
         g = self.g
         q = randn(20, 4, 64, dtype=torch.float16, generator=g)
         k = randn(26, 2, 64, dtype=torch.float16, generator=g)
@@ -330,9 +331,9 @@ class Varlen(unittest.TestCase):
         cu_q, cu_k = prefix_sums((7, 13)), prefix_sums((16, 10))
         used = torch.tensor([16, 4], dtype=torch.int32, device="cuda")
         torch.library.opcheck(torch.ops.flashrtc.attention_varlen.default,
-                              (q, k, v, cu_q, cu_k, 13, 16, None, True, None, []))
+                              (q, k, v, cu_q, cu_k, 13, 16, None, True, None, [], False))
         torch.library.opcheck(torch.ops.flashrtc.attention_varlen.default,
-                              (q, k, v, cu_q, cu_k, 13, 16, 0.3, False, used, []))
+                              (q, k, v, cu_q, cu_k, 13, 16, 0.3, False, used, [], True))
 
     def test_bad_input_on_real_tensors(self):
         q = randn(8, 2, 64, dtype=torch.float16, generator=self.g)

@@ -443,6 +443,10 @@ TEST_CASE(
                 CHECK_FALSE(config_query(p, ops[2]).explicit_config.has_value());
             }
   CHECK(fused > 0);  // the rule picked the fused pair somewhere
+  // max_seqlen_k = 0 is a call without keys, short, not an unknown length (which the dense rule judges long).
+  VarlenBackwardParams p = valid_params(DType::kBFloat16, 128);
+  p.total_k = p.max_seqlen_k = 0;
+  CHECK(varlen_backward_operations(p, "sm_90a")[1] == Operation::kBackwardVarlen);
 }
 
 TEST_CASE("the varlen dQ conversion's grid covers max_seqlen_q in slices of 64 per (sequence, query head)") {

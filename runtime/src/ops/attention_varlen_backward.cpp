@@ -69,9 +69,10 @@ BackwardParams dense_view(const VarlenBackwardParams& p, std::int64_t batch, std
 
 std::array<Operation, 3> varlen_backward_operations(const VarlenBackwardParams& p, std::string_view arch,
                                                     unsigned traits) {
-  const detail::FusedBackwardQuery query{
-      p.deterministic, p.dtype,   static_cast<int>(p.head_dim), p.mask,
-      p.max_seqlen_k,  &p.config, Operation::kBackwardVarlen,   Operation::kBackwardFusedVarlen};
+  const detail::FusedBackwardQuery query{p.deterministic, p.dtype, static_cast<int>(p.head_dim), p.mask,
+                                         // max_seqlen_k = 0 is no key (not an unknown length): a short call.
+                                         std::max<std::int64_t>(p.max_seqlen_k, 1), &p.config,
+                                         Operation::kBackwardVarlen, Operation::kBackwardFusedVarlen};
   if (detail::takes_fused_backward(query, arch, traits))
     return {Operation::kBackwardPrep, Operation::kBackwardFusedVarlen, Operation::kBackwardDqConvertVarlen};
   return {Operation::kBackwardPrep, Operation::kBackwardVarlen, Operation::kBackwardDqVarlen};
