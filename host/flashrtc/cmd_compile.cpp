@@ -27,6 +27,7 @@ struct CompileOptions {
   std::optional<std::int64_t> seqlen, kv_seqlen;
   TileOptions tile;
   TargetOptions target;
+  VariantOptions variants;
   bool all = false, json = false, deterministic = false;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
@@ -284,7 +285,10 @@ int execute_compile(const CompileOptions& options) {
   const std::string arch = compile_arch(options.target.arch);
   if (options.all && options.deterministic)
     throw UsageError("--deterministic goes with --op bwd without --all (which compiles both modes' kernels)");
-  if (options.all) return compile_all(arch, options);
+  if (options.all) {
+    options.variants.refuse_for("--all");
+    return compile_all(arch, options);
+  }
   // The kernel a call of this shape would resolve to on the target of arch; without a length, the one for
   // long sequences, and no tuned entry (they are kept per length).
   ConfigQuery query;
@@ -297,7 +301,11 @@ int execute_compile(const CompileOptions& options) {
   for_arch.arch = arch;
   DeviceTarget target = for_arch.target();
   if (!options.seqlen) target.gpu_name.clear();
-  if (options.op == "bwd") return compile_backward(query, options, target, arch);
+  if (options.op == "bwd") {
+    options.variants.refuse_for("--op bwd");
+    return compile_backward(query, options, target, arch);
+  }
+  query.variants = variant_bits(options.variants.variants());
   if (options.deterministic) throw UsageError("--deterministic goes with --op bwd");
   ConfigResolution resolution = options.tile.resolve(query, target);
   if (!options.seqlen) resolution.why += "; no length given: --seqlen picks a call's tuned tile";
@@ -339,6 +347,7 @@ Command add_compile_command(CLI::App& parent) {
           ->check(count_validator())
           ->needs(seqlen);
   options->tile.add_to(*app);
+  options->variants.add_to(*app);
   CLI::Option* all = app->add_flag(
       "--all", options->all,
       "every dtype (fp32, fp16, bf16) x head dim {32,64,96,128,256} x mask with the default tile "

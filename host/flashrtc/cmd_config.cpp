@@ -22,6 +22,7 @@ struct ConfigOptions {
   DecodeOptions decode;
   TileOptions tile;
   TargetOptions target;
+  VariantOptions variants;
   bool json = false, deterministic = false;
 };
 
@@ -72,6 +73,7 @@ int print_decode_config(const ConfigOptions& o, const DeviceTarget& target, cons
 
 int execute_config(const ConfigOptions& o) {
   o.decode.check_mode(o.op);
+  if (o.op != "fwd") o.variants.refuse_for("--op " + o.op);
   if (o.op == "decode") {
     if (o.seqlen || o.kv_seqlen)
       throw UsageError(
@@ -88,6 +90,7 @@ int execute_config(const ConfigOptions& o) {
   query.mask = mask_from(o.mask);
   query.seqlen_q = *o.seqlen;
   query.seqlen_kv = o.kv_seqlen.value_or(*o.seqlen);
+  query.variants = variant_bits(o.variants.variants());
   std::string device;
   const DeviceTarget target = o.target.target(&device);
   if (o.op == "bwd") {
@@ -110,10 +113,11 @@ int execute_config(const ConfigOptions& o) {
   }
   std::printf("config:     %s\n", to_string(r.config).c_str());
   std::printf("source:     %s (%s)\n", to_string(r.source), r.why.c_str());
-  std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld, %s kernels\n",
+  std::printf("call:       %s d=%d mask=%s Nq=%lld Nk=%lld%s, %s kernels\n",
               std::string(to_string(query.dtype)).c_str(), query.head_dim,
               std::string(to_string(query.mask)).c_str(), static_cast<long long>(query.seqlen_q),
-              static_cast<long long>(query.seqlen_kv), r.family->name.c_str());
+              static_cast<long long>(query.seqlen_kv), variants_suffix(o.variants.variants()).c_str(),
+              r.family->name.c_str());
   for (const std::string& reason : r.family_passed_over) std::printf("passed over: %s\n", reason.c_str());
   std::printf("kernel:     %s\n", kernel_name_expression(spec).c_str());
   std::printf("device:     %s\n", device.c_str());
@@ -154,6 +158,7 @@ Command add_config_command(CLI::App& parent) {
   o->target.add_to(
       *app, "resolve for this arch's limits, e.g. sm_90a (with --gpu-name: that GPU's tuned entries apply)");
   o->tile.add_to(*app);
+  o->variants.add_to(*app);
   app->add_flag(
       "--deterministic", o->deterministic,
       "with --op bwd: the deterministic mode's kernels (main kernel and atomic-free dQ pass; default: "

@@ -28,6 +28,7 @@ struct RunOptions {
   bool check = false, json = false;
   std::uint64_t seed = 1;
   TileOptions tile;
+  VariantOptions variants;
 };
 
 ForwardParams params_from(const RunOptions& o, Layout layout) {
@@ -40,6 +41,7 @@ ForwardParams params_from(const RunOptions& o, Layout layout) {
   p.seqlen_q = o.seqlen;
   p.seqlen_kv = o.kv_seqlen.value_or(o.seqlen);
   p.head_dim = o.head_dim;
+  p.variants = o.variants.variants();
   p.q = p.o = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_q, p.heads_q, p.head_dim);
   p.k = p.v = make_tensor_ref(layout, kValidationPlaceholder, p.seqlen_kv, p.heads_kv, p.head_dim);
   return p;
@@ -76,12 +78,12 @@ int execute_run(const RunOptions& options) {
   if (text)
     std::printf(
         "shape:    batch=%lld heads=%lld kv_heads=%lld seqlen_q=%lld seqlen_kv=%lld head_dim=%lld dtype=%s "
-        "mask=%s layout=%s\n",
+        "mask=%s layout=%s%s\n",
         static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
         static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
         static_cast<long long>(p.seqlen_kv), static_cast<long long>(p.head_dim),
         std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.mask)).c_str(),
-        options.layout.c_str());
+        options.layout.c_str(), variants_suffix(p.variants).c_str());
   if (text)
     std::printf("config:   %s (%s: %s)\n", to_string(spec.tile).c_str(), to_string(resolution.source),
                 resolution.why.c_str());
@@ -155,7 +157,10 @@ int execute_run(const RunOptions& options) {
     std::printf("time:     median %.4f ms over %d launches (min %.4f, max %.4f; first launch %.1f ms wall)\n",
                 median_ms, options.iters, *min_ms, *max_ms, first_ms);
     std::printf("speed:    %.2f TFLOP/s (%.4g FLOP per launch%s)\n", tflops, flops,
-                p.mask == MaskKind::kNone ? "" : ", halved for the causal mask");
+                p.variants.window_left != -1 || p.variants.window_right != -1
+                    ? ", of the keys the window leaves visible"
+                : p.mask == MaskKind::kNone ? ""
+                                            : ", halved for the causal mask");
   }
 
   // Under --json the check's report goes to stderr, its verdict into the document.
@@ -205,6 +210,7 @@ Command add_run_command(CLI::App& parent) {
   app->add_flag("--check", options->check, "compare o and lse with the double reference (exit 1 on failure)");
   app->add_option("--seed", options->seed, "random seed of q, k, v")->capture_default_str();
   options->tile.add_to(*app);
+  options->variants.add_to(*app);
   app->add_flag("--json", options->json,
                 "one JSON document: gpu, call, resolution, specialization, kernel, iters, median_ms, min_ms, "
                 "max_ms, first_launch_ms, flops, tflops, check_passed (null without --check)");

@@ -1,7 +1,11 @@
 #include "shared_options.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "cli_support.hpp"
 #include "flashrtc/arch.hpp"
@@ -108,6 +112,72 @@ ConfigResolution TileOptions::resolve_over(ConfigQuery query, const ConfigResolu
   r.why = "the fields given on the command line over the " + std::string(to_string(base.source)) + " tile " +
           to_string(base.config) + " (" + base.why + ")";
   return r;
+}
+
+namespace {
+
+// The two bounds of --window's text "LEFT,RIGHT", each -1 or a count; nullopt when the text is not that.
+std::optional<std::pair<std::int64_t, std::int64_t>> parse_window(const std::string& text) {
+  const std::size_t comma = text.find(',');
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) return std::nullopt;
+  const auto bound = [](const std::string& part) -> std::optional<std::int64_t> {
+    if (part == "-1") return -1;
+    if (part.empty() || part.size() > 10 || part.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    const std::int64_t value = std::stoll(part);
+    return value <= kMaxCount ? std::optional<std::int64_t>(value) : std::nullopt;
+  };
+  const std::optional<std::int64_t> left = bound(text.substr(0, comma)), right = bound(text.substr(comma + 1));
+  if (!left || !right) return std::nullopt;
+  return std::make_pair(*left, *right);
+}
+
+}  // namespace
+
+void VariantOptions::add_to(CLI::App& app) {
+  app.add_option("--window", window,
+                 "sliding window LEFT,RIGHT: keys visible each side of the aligned diagonal, -1 unbounded "
+                 "(docs/variants.md)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return parse_window(text) ? std::string()
+                                      : "'" + text.substr(0, 24) +
+                                            "': expected LEFT,RIGHT, each -1 or an integer up to 2147483647";
+          },
+          "LEFT,RIGHT"));
+  app.add_option("--softcap", softcap, "cap the scores at softcap * tanh(s / softcap) (0: off)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            float value = 0.f;
+            const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value < 0.f)
+              return "'" + text.substr(0, 24) + "': expected a finite number >= 0";
+            return {};
+          },
+          "X >= 0"));
+}
+
+AttentionVariants VariantOptions::variants() const {
+  AttentionVariants v;
+  if (window) std::tie(v.window_left, v.window_right) = *parse_window(*window);
+  v.softcap = softcap;
+  return v;
+}
+
+std::string variants_suffix(const AttentionVariants& v) {
+  std::string text;
+  if (v.window_left != -1 || v.window_right != -1)
+    text += " window=(" + std::to_string(v.window_left) + "," + std::to_string(v.window_right) + ")";
+  if (v.softcap != 0.f) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, " softcap=%g", static_cast<double>(v.softcap));
+    text += buffer;
+  }
+  return text;
+}
+
+void VariantOptions::refuse_for(const std::string& what) const {
+  if (any()) throw UsageError("--window and --softcap go with the forward: " + what + " takes no variants");
 }
 
 namespace {

@@ -52,6 +52,23 @@ struct TileOptions {
                                 const DeviceTarget& target) const;
 };
 
+/// --window and --softcap in run, compile and config (the forward's): the call's attention variants
+/// (docs/variants.md). --window LEFT,RIGHT: keys each side of the aligned diagonal, -1 unbounded (checked as
+/// integers from -1 to 2147483647 before conversion); --softcap X > 0 (0: off; checked by the library).
+struct VariantOptions {
+  std::optional<std::string> window;
+  float softcap = 0.f;
+  void add_to(CLI::App& app);
+  bool any() const { return window.has_value() || softcap != 0.f; }
+  AttentionVariants variants() const;
+  /// A usage error naming the options when any is given to an operation that takes none (`what`).
+  void refuse_for(const std::string& what) const;
+};
+
+/// " window=(L,R)" and " softcap=X" for the variants a call has, "" without: what run and config print after
+/// the call's shape.
+std::string variants_suffix(const AttentionVariants& v);
+
 /// --arch and --gpu-name in config, compile, bench --dry-run and tune --dry-run: the device a tile is
 /// resolved (and kernels compiled) for when it is not the GPU in hand.
 struct TargetOptions {

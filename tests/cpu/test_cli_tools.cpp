@@ -1532,3 +1532,48 @@ TEST_CASE("flashrtc --help lists the exit codes; every command with data says wh
 }
 
 #endif  // FLASHRTC_CLI
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("--window and --softcap: config and compile resolve the forward that computes them; bad values and "
+          "other operations are usage errors") {
+  Sandbox box("flashrtc-cli-variants");
+  const std::vector<std::string> call = {"config", "--dtype", "bf16",   "--head-dim", "128", "--seqlen",
+                                         "4096",   "--mask",  "causal", "--arch",     "sm_90a"};
+  Result r = box.run(call);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has(line_of(r.out, "call:"), ", wgmma kernels"));
+  std::vector<std::string> windowed = call;
+  windowed.insert(windowed.end(), {"--window", "256,0", "--softcap", "30"});
+  r = box.run(windowed);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has(line_of(r.out, "call:"), "Nk=4096 window=(256,0) softcap=30, mma kernels"));
+  CHECK(has(line_of(r.out, "kernel:"), "flashrtc::kernel::Variants(3u)"));
+  CHECK(has(r.out, "passed over: "));
+
+  std::vector<std::string> compile = windowed;
+  compile[0] = "compile";
+  r = box.run(compile);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has(r.out, "Variants(3u)"));
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--window", "3"}, {"--window", "-2,0"}, {"--window", "1,2,3"},
+        {"--window", "99999999999,0"}, {"--softcap", "-1"}, {"--softcap", "nan"}, {"--softcap", "inf"}}) {
+    std::vector<std::string> args = call;
+    args.insert(args.end(), bad.begin(), bad.end());
+    INFO(bad[0] << " " << bad[1]);
+    r = box.run(args);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, bad[0]));
+  }
+  std::vector<std::string> backward = windowed;
+  backward.insert(backward.end(), {"--op", "bwd"});
+  r = box.run(backward);
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.err, "--window and --softcap go with the forward: --op bwd takes no variants"));
+}

@@ -304,3 +304,31 @@ TEST_CASE("compile_kernel builds variants only on a family that computes them") 
   CHECK(e.code() == ErrorCode::kInvalidArgument);
   CHECK(contains(e.what(), "wgmma family does not compute sliding window, softcap"));
 }
+
+TEST_CASE("attention_flops counts the pairs a window leaves visible, and is unchanged without one") {
+  ForwardParams p;
+  p.batch = 2;
+  p.heads_q = 3;
+  p.head_dim = 64;
+  for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausalTopLeft, MaskKind::kCausalBottomRight})
+    for (std::int64_t nq : {1, 7, 40})
+      for (std::int64_t nk : {1, 9, 40})
+        for (std::int64_t left : {-1, 0, 3, 100})
+          for (std::int64_t right : {-1, 0, 5}) {
+            INFO(to_string(mask) << " " << nq << "x" << nk << " window (" << left << "," << right << ")");
+            p.mask = mask;
+            p.seqlen_q = nq;
+            p.seqlen_kv = nk;
+            p.variants.window_left = left;
+            p.variants.window_right = right;
+            if (left == -1 && right == -1) {
+              const double full = 4.0 * 2 * 3 * nq * nk * 64;
+              CHECK(attention_flops(p) == (mask == MaskKind::kNone ? full : full / 2));
+              continue;
+            }
+            double pairs = 0;
+            for (std::int64_t i = 0; i < nq; ++i)
+              for (std::int64_t j = 0; j < nk; ++j) pairs += mask_allows(mask, i, j, nq, nk, left, right);
+            CHECK(attention_flops(p) == 4.0 * 2 * 3 * 64 * pairs);
+          }
+}

@@ -75,6 +75,10 @@ bool ForwardCheck::verify(const unsigned char* o_bytes, const TensorRef& o_layou
   problem.head_dim = d;
   problem.mask = p.mask;
   if (p.softmax_scale) problem.scale = *p.softmax_scale;  // unset: the reference's 1/sqrt(d), as the kernel's
+  // The variants a forward kernel serves (the checks refuse the others before any launch).
+  problem.window_left = p.variants.window_left;
+  problem.window_right = p.variants.window_right;
+  problem.softcap = p.variants.softcap;
 
   std::vector<std::future<HeadResult>> pending;
   for (const HeadKey& s : samples_)

@@ -26,7 +26,8 @@ FLASHRTC_API void validate_forward(const ForwardParams& params);
 FLASHRTC_API KernelSpec select_forward_spec(const ForwardParams& params);
 
 /// FLOPs by the usual convention: 4 * B * Hq * Nq * Nk * d (two products of 2 * Nq * Nk * d each), halved
-/// for a causal mask.
+/// for a causal mask; with a sliding window, 4 * B * Hq * d times the (query, key) pairs the mask and the
+/// window leave visible (the work a kernel that skips the rest does).
 FLASHRTC_API double attention_flops(const ForwardParams& params);
 
 /// The query of a call: what decides its family and tile (config_resolution.hpp).
