@@ -13,8 +13,6 @@
 // than its separate pass (bf16 d=128, N=4096: 127 TFLOP/s against 168), so no operation routes there.
 #include "flashrtc/attention_backward.hpp"
 
-#include "driver/driver_api.hpp"
-#include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/config_resolution.hpp"
 #include "flashrtc/dq_accum_layout.cuh"
@@ -26,12 +24,18 @@
 
 namespace flashrtc {
 
+namespace {
+
+detail::FusedBackwardQuery fused_query(const BackwardParams& p) {
+  return {p.deterministic, p.dtype,   static_cast<int>(p.head_dim), p.mask,
+          p.seqlen_kv,     &p.config, Operation::kBackward,         Operation::kBackwardFused};
+}
+
+}  // namespace
+
 std::array<Operation, 3> backward_operations(const BackwardParams& p, std::string_view arch,
                                              unsigned traits) {
-  const detail::FusedBackwardQuery query{
-      p.deterministic, p.dtype,   static_cast<int>(p.head_dim), p.mask,
-      p.seqlen_kv,     &p.config, Operation::kBackward,         Operation::kBackwardFused};
-  if (detail::takes_fused_backward(query, arch, traits))
+  if (detail::takes_fused_backward(fused_query(p), arch, traits))
     return {Operation::kBackwardPrep, Operation::kBackwardFused, Operation::kBackwardDqConvert};
   return {Operation::kBackwardPrep, Operation::kBackward, Operation::kBackwardDq};
 }
@@ -54,11 +58,9 @@ void validate_backward(const BackwardParams& p) {
   for (Operation op : {Operation::kBackward, Operation::kBackwardDq}) {
     const std::optional<TileConfig>& tile = *explicit_tile(p, op);
     if (!tile) continue;
-    std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
-    // config names the main kernel: a non-deterministic call's may be the fused kernel's tile alone.
-    if (!reason.empty() && op == Operation::kBackward && !p.deterministic &&
-        check_config_any_family(Operation::kBackwardFused, p.dtype, head_dim, *tile, kSmemBytesSm90).empty())
-      reason.clear();
+    const std::string reason = op == Operation::kBackward
+                                   ? detail::main_tile_problem(fused_query(p), *tile)
+                                   : check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
     if (!reason.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(op == Operation::kBackward ? "config: " : "dq_config: ") + reason);
@@ -79,27 +81,21 @@ void attention_backward(const BackwardParams& p) {
   const detail::PreparedCall& main = detail::prepare_call(config_query(p, ops[1]));
   const detail::PreparedCall& dq = detail::prepare_call(config_query(p, ops[2]));
 
-  const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
-  const std::size_t d_rows_bytes = detail::scratch_aligned(rows * sizeof(float));
   // The fused kernel's workspace is in its tiles of block_m queries (dq_accum_layout.cuh).
   const int dq_tile_rows = separate_dq ? 0 : main.plan.spec.tile.block_m;
-  const std::size_t dq_bytes =
+  const std::size_t dq_floats =
       separate_dq ? 0
                   : static_cast<std::size_t>(dq_accum_floats(p.batch * p.heads_q, p.seqlen_q,
-                                                             static_cast<int>(p.head_dim), dq_tile_rows)) *
-                        sizeof(float);
+                                                             static_cast<int>(p.head_dim), dq_tile_rows));
   const CUstream stream = static_cast<CUstream>(p.stream);
-  // Freed (stream-ordered) after the kernels below, when this owner goes out of scope.
-  const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
+  const detail::BackwardScratch scratch =
+      detail::backward_scratch(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), dq_floats, stream);
   detail::BackwardLaunch backward;
   backward.params = &p;
-  backward.d_rows = reinterpret_cast<float*>(scratch.data());
-  backward.dq_accum = separate_dq ? nullptr : reinterpret_cast<float*>(scratch.data() + d_rows_bytes);
+  backward.d_rows = scratch.d_rows;
+  backward.dq_accum = scratch.dq_accum;
   backward.dq_tile_rows = dq_tile_rows;
 
-  if (backward.dq_accum)
-    FLASHRTC_CU_CHECK(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(backward.dq_accum), 0,
-                      dq_bytes / sizeof(float), stream);
   detail::launch_prepared(prep, &backward, stream);
   detail::launch_prepared(main, &backward, stream);
   detail::launch_prepared(dq, &backward, stream);

@@ -14,8 +14,6 @@
 // (each pass is correct alone).
 #include <algorithm>
 
-#include "driver/driver_api.hpp"
-#include "driver/stream_scratch.hpp"
 #include "families/backward_launch.hpp"
 #include "flashrtc/attention_backward.hpp"
 #include "flashrtc/config_resolution.hpp"
@@ -65,15 +63,18 @@ BackwardParams dense_view(const VarlenBackwardParams& p, std::int64_t batch, std
   return d;
 }
 
+detail::FusedBackwardQuery fused_query(const VarlenBackwardParams& p) {
+  return {p.deterministic, p.dtype, static_cast<int>(p.head_dim), p.mask,
+          // max_seqlen_k = 0 is no key (not an unknown length): a short call.
+          std::max<std::int64_t>(p.max_seqlen_k, 1), &p.config, Operation::kBackwardVarlen,
+          Operation::kBackwardFusedVarlen};
+}
+
 }  // namespace
 
 std::array<Operation, 3> varlen_backward_operations(const VarlenBackwardParams& p, std::string_view arch,
                                                     unsigned traits) {
-  const detail::FusedBackwardQuery query{p.deterministic, p.dtype, static_cast<int>(p.head_dim), p.mask,
-                                         // max_seqlen_k = 0 is no key (not an unknown length): a short call.
-                                         std::max<std::int64_t>(p.max_seqlen_k, 1), &p.config,
-                                         Operation::kBackwardVarlen, Operation::kBackwardFusedVarlen};
-  if (detail::takes_fused_backward(query, arch, traits))
+  if (detail::takes_fused_backward(fused_query(p), arch, traits))
     return {Operation::kBackwardPrep, Operation::kBackwardFusedVarlen, Operation::kBackwardDqConvertVarlen};
   return {Operation::kBackwardPrep, Operation::kBackwardVarlen, Operation::kBackwardDqVarlen};
 }
@@ -119,12 +120,9 @@ void validate_varlen_backward(const VarlenBackwardParams& p) {
                                                to_string(op) + " family serves it (fp16 and bf16 do)");
     const std::optional<TileConfig>& tile = config_query(p, op).explicit_config;
     if (!tile) continue;
-    std::string reason = check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
-    // config names the main kernel: a call that is not deterministic may give the fused kernel's tile alone.
-    if (!reason.empty() && op == Operation::kBackwardVarlen && !p.deterministic &&
-        check_config_any_family(Operation::kBackwardFusedVarlen, p.dtype, head_dim, *tile, kSmemBytesSm90)
-            .empty())
-      reason.clear();
+    const std::string reason = op == Operation::kBackwardVarlen
+                                   ? detail::main_tile_problem(fused_query(p), *tile)
+                                   : check_config_any_family(op, p.dtype, head_dim, *tile, kSmemBytesSm90);
     if (!reason.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(op == Operation::kBackwardVarlen ? "config: " : "dq_config: ") + reason);
@@ -144,35 +142,28 @@ void attention_varlen_backward(const VarlenBackwardParams& p) {
 
   const CUstream stream = static_cast<CUstream>(p.stream);
   // D, [Hq, total_q] like lse, and the fused kernel's workspace in its tiles of block_m queries, each
-  // sequence's run of its own (dq_accum_layout.cuh); freed (stream-ordered) after the kernels below.
-  const std::size_t rows = static_cast<std::size_t>(p.heads_q * p.total_q);
-  const std::size_t d_rows_bytes = detail::scratch_aligned(rows * sizeof(float));
+  // sequence's run of its own (dq_accum_layout.cuh).
   const int dq_tile_rows = fused ? main.plan.spec.tile.block_m : 0;
-  const std::size_t dq_bytes =
+  const std::size_t dq_floats =
       fused
           ? static_cast<std::size_t>(p.heads_q * varlen_dq_tiles_per_head(p.total_q, p.batch, dq_tile_rows) *
-                                     dq_tile_rows * p.head_dim) *
-                sizeof(float)
+                                     dq_tile_rows * p.head_dim)
           : 0;
-  const detail::Scratch scratch = detail::Scratch::on_stream(d_rows_bytes + dq_bytes, stream);
-  float* const d_rows = reinterpret_cast<float*>(scratch.data());
-  float* const dq_accum = fused ? reinterpret_cast<float*>(scratch.data() + d_rows_bytes) : nullptr;
-  if (dq_accum)
-    FLASHRTC_CU_CHECK(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(dq_accum), 0, dq_bytes / sizeof(float),
-                      stream);
+  const detail::BackwardScratch scratch =
+      detail::backward_scratch(static_cast<std::size_t>(p.heads_q * p.total_q), dq_floats, stream);
 
   const BackwardParams all_rows = dense_view(p, 1, p.total_q, p.total_k);
   detail::BackwardLaunch prep_launch;
   prep_launch.params = &all_rows;
-  prep_launch.d_rows = d_rows;
+  prep_launch.d_rows = scratch.d_rows;
   detail::launch_prepared(prep, &prep_launch, stream);
 
   const BackwardParams sequences = dense_view(p, p.batch, p.max_seqlen_q, p.max_seqlen_k);
   detail::VarlenBackwardLaunch launch;
   launch.params = &p;
   launch.dense.params = &sequences;
-  launch.dense.d_rows = d_rows;
-  launch.dense.dq_accum = dq_accum;
+  launch.dense.d_rows = scratch.d_rows;
+  launch.dense.dq_accum = scratch.dq_accum;
   launch.dense.dq_tile_rows = dq_tile_rows;
   detail::launch_prepared(main, &launch, stream);
   detail::launch_prepared(dq, &launch, stream);

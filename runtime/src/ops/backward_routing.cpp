@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "driver/driver_api.hpp"
 #include "flashrtc/config_resolution.hpp"
 
 namespace flashrtc::detail {
@@ -27,6 +28,26 @@ bool takes_fused_backward(const FusedBackwardQuery& q, std::string_view arch, un
   // An explicit tile names the kernel: the fused one wherever its family takes the tile.
   return !has_config ||
          families.front()->check_config(q.dtype, q.head_dim, **q.config, kSmemBytesSm90).empty();
+}
+
+std::string main_tile_problem(const FusedBackwardQuery& q, const TileConfig& tile) {
+  std::string reason = check_config_any_family(q.two_kernel, q.dtype, q.head_dim, tile, kSmemBytesSm90);
+  if (!reason.empty() && !q.deterministic &&
+      check_config_any_family(q.fused, q.dtype, q.head_dim, tile, kSmemBytesSm90).empty())
+    reason.clear();
+  return reason;
+}
+
+BackwardScratch backward_scratch(std::size_t rows, std::size_t dq_floats, CUstream stream) {
+  const std::size_t d_rows_bytes = scratch_aligned(rows * sizeof(float));
+  BackwardScratch s;
+  s.owner = Scratch::on_stream(d_rows_bytes + dq_floats * sizeof(float), stream);
+  s.d_rows = reinterpret_cast<float*>(s.owner.data());
+  if (dq_floats > 0) {
+    s.dq_accum = reinterpret_cast<float*>(s.owner.data() + d_rows_bytes);
+    FLASHRTC_CU_CHECK(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(s.dq_accum), 0, dq_floats, stream);
+  }
+  return s;
 }
 
 }  // namespace flashrtc::detail

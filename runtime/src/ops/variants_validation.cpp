@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "flashrtc/error.hpp"
 
@@ -64,14 +65,25 @@ void require_served_variants(const AttentionVariants& v, Operation op) {
   // A variant that no family of op computes is refused by name rather than run without it; one that some
   // family computes is left to family selection, which passes over the families that do not (and names the
   // variant where none of them serves the call's arch, dtype and head dim).
-  unsigned served = 0;
-  for (const KernelFamily* family : kernel_families())
-    if (family->operation == op) served |= family->serves_variants;
+  const unsigned asked = variant_bits(v);
+  if (asked == 0) return;  // the common call: no scan of the family table
+  // The built-in table is fixed: the union per operation is made once.
+  static const std::vector<unsigned> served_by_op = [] {
+    std::vector<unsigned> served;
+    for (const KernelFamily* family : kernel_families()) {
+      const std::size_t index = static_cast<std::size_t>(family->operation);
+      if (index >= served.size()) served.resize(index + 1, 0u);
+      served[index] |= family->serves_variants;
+    }
+    return served;
+  }();
+  const std::size_t index = static_cast<std::size_t>(op);
+  const unsigned served = index < served_by_op.size() ? served_by_op[index] : 0u;
   const auto refuse = [op](const std::string& what) {
     throw Error(ErrorCode::kUnsupported, what + ": no " + to_string(op) +
                                              " kernel serves this attention variant yet (docs/variants.md)");
   };
-  const unsigned missing = variant_bits(v) & ~served;
+  const unsigned missing = asked & ~served;
   if (missing & kVariantWindow)
     refuse("sliding window (window_left=" + std::to_string(v.window_left) +
            ", window_right=" + std::to_string(v.window_right) + ")");
